@@ -23,6 +23,11 @@ PIPELINES: dict[str, str] = {
     "imdb-lstm": "kfp_gpu.pipelines.imdb_lstm:build",
 }
 
+#: Pipelines' parameter for local data: name -> (parameter, path under KFP_GPU_DATA_DIR).
+LOCAL_DATA: dict[str, tuple[str, str]] = {
+    "imdb-lstm": ("source", "imdb/imdb_50k.csv.gz"),
+}
+
 
 def resolve(ref: str):
     """Import ``"module:attribute"`` and return the attribute."""

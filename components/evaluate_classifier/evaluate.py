@@ -1,0 +1,168 @@
+"""evaluate_classifier logic: predictions -> metrics, confusion matrix, ROC, report.
+
+:func:`predict` is the only TensorFlow part; :func:`compute_metrics` is pure numpy /
+scikit-learn, so that predictions gathered from several shards (fractional-eval) give
+exactly the metrics of one pass over the whole set.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kfp_gpu import datasets
+
+MODEL_FILE = "model.keras"
+MAX_ROC_POINTS = 201
+
+
+def load_model(model_path: str):
+    """A Keras model from a Model artifact directory (``model.keras`` inside) or a file."""
+    import keras
+
+    p = Path(model_path)
+    f = p / MODEL_FILE if p.is_dir() else p
+    if not f.exists():
+        raise FileNotFoundError(f"no Keras model at {model_path} (expected {MODEL_FILE})")
+    return keras.saving.load_model(f)
+
+
+def predict(model_path: str, dataset_path: str, batch_size: int = 256):
+    """Labels and scores of every example of a Dataset.
+
+    Returns:
+        ``(y_true int32 [N], y_score float32)``: ``y_score`` is ``[N]`` (probability of
+        class 1) for a one-unit sigmoid model, else ``[N, C]`` class probabilities.
+    """
+    import tensorflow as tf
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    model = load_model(model_path)
+    ds = datasets.load(dataset_path)
+    y_true = np.fromiter((int(y) for _, y in ds.as_numpy_iterator()), dtype=np.int32)
+    scores = model.predict(ds.map(lambda x, y: x).batch(batch_size).prefetch(tf.data.AUTOTUNE),
+                           verbose=0).astype(np.float32)
+    if scores.ndim == 2 and scores.shape[1] == 1:
+        scores = scores[:, 0]
+    return y_true, scores
+
+
+def compute_metrics(y_true: np.ndarray, y_score: np.ndarray,
+                    class_names: list[str] | None = None) -> dict:
+    """Classification metrics of labels and scores.
+
+    Args:
+        y_true: int ``[N]`` class ids.
+        y_score: float ``[N]`` (binary: probability of class 1, threshold 0.5) or
+            ``[N, C]`` class probabilities (multi-class: argmax).
+        class_names: names of the C classes (default ``"0" .. "C-1"``).
+
+    Returns:
+        dict with ``accuracy``, ``precision``, ``recall``, ``f1`` (binary: of class 1;
+        multi-class: macro averages), ``roc_auc`` (binary; multi-class one-vs-rest macro;
+        NaN if a class is missing), ``loss`` (cross-entropy, nats), ``confusion_matrix``
+        (``[C][C]``, rows = true class), ``classes``, ``rows``, and for binary input
+        ``roc`` = ``{"fpr", "tpr", "thresholds"}`` (at most 201 points, thresholds finite).
+
+    Raises:
+        ValueError: empty input, mismatched lengths, or a label >= C.
+    """
+    from sklearn import metrics as skm
+
+    y_true = np.asarray(y_true).astype(np.int64)
+    y_score = np.asarray(y_score, dtype=np.float64)
+    if len(y_true) == 0:
+        raise ValueError("no examples to evaluate")
+    if len(y_true) != len(y_score):
+        raise ValueError(f"{len(y_true)} labels but {len(y_score)} scores")
+    binary = y_score.ndim == 1
+    n_classes = 2 if binary else y_score.shape[1]
+    if y_true.min() < 0 or y_true.max() >= n_classes:
+        raise ValueError(f"labels must be in [0, {n_classes}), got max {y_true.max()}")
+    names = list(class_names) if class_names else [str(i) for i in range(n_classes)]
+    if len(names) != n_classes:
+        raise ValueError(f"{len(names)} class names for {n_classes} classes")
+    eps = 1e-7
+    if binary:
+        y_pred = (y_score >= 0.5).astype(np.int64)
+        p = np.clip(y_score, eps, 1 - eps)
+        loss = float(-np.mean(y_true * np.log(p) + (1 - y_true) * np.log(1 - p)))
+        prec, rec, f1, _ = skm.precision_recall_fscore_support(
+            y_true, y_pred, average="binary", pos_label=1, zero_division=0)
+        auc = (float(skm.roc_auc_score(y_true, y_score)) if len(np.unique(y_true)) == 2
+               else math.nan)
+    else:
+        y_pred = y_score.argmax(axis=1)
+        p = np.clip(y_score[np.arange(len(y_true)), y_true], eps, 1.0)
+        loss = float(-np.mean(np.log(p)))
+        prec, rec, f1, _ = skm.precision_recall_fscore_support(
+            y_true, y_pred, average="macro", labels=list(range(n_classes)), zero_division=0)
+        present = np.unique(y_true)
+        auc = (float(skm.roc_auc_score(y_true, y_score / y_score.sum(axis=1, keepdims=True),
+                                       multi_class="ovr", average="macro",
+                                       labels=list(range(n_classes))))
+               if len(present) == n_classes else math.nan)
+    out = {
+        "rows": int(len(y_true)),
+        "accuracy": float(skm.accuracy_score(y_true, y_pred)),
+        "precision": float(prec),
+        "recall": float(rec),
+        "f1": float(f1),
+        "roc_auc": auc,
+        "loss": loss,
+        "classes": names,
+        "confusion_matrix": skm.confusion_matrix(
+            y_true, y_pred, labels=list(range(n_classes))).tolist(),
+    }
+    if binary and not math.isnan(auc):
+        out["roc"] = roc_points(y_true, y_score)
+    return out
+
+
+def roc_points(y_true: np.ndarray, y_score: np.ndarray) -> dict:
+    """ROC curve (fpr, tpr, thresholds), thinned to at most 201 points, finite thresholds.
+
+    scikit-learn's first threshold is +inf (nothing predicted positive); it is written
+    as 1.0 + max score so the curve serialises to JSON for the KFP UI.
+    """
+    from sklearn import metrics as skm
+
+    fpr, tpr, thr = skm.roc_curve(y_true, y_score, drop_intermediate=True)
+    thr = np.where(np.isfinite(thr), thr, 1.0 + float(np.max(y_score)))
+    if len(fpr) > MAX_ROC_POINTS:
+        idx = np.unique(np.linspace(0, len(fpr) - 1, MAX_ROC_POINTS).round().astype(int))
+        fpr, tpr, thr = fpr[idx], tpr[idx], thr[idx]
+    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "thresholds": thr.tolist()}
+
+
+def markdown_report(m: dict, threshold: float) -> str:
+    """A Markdown summary of :func:`compute_metrics` output and the accuracy gate."""
+    passed = m["accuracy"] >= threshold
+    lines = [
+        "# Evaluation",
+        "",
+        f"Examples: {m['rows']}. Gate: accuracy {m['accuracy']:.4f} "
+        f"{'>=' if passed else '<'} {threshold} -> **{'PASS' if passed else 'FAIL'}**.",
+        "",
+        "| metric | value |",
+        "|---|---|",
+    ]
+    for k in ("accuracy", "precision", "recall", "f1", "roc_auc", "loss"):
+        lines.append(f"| {k} | {m[k]:.4f} |")
+    lines += ["", "Confusion matrix (rows: true class, columns: predicted):", "",
+              "| | " + " | ".join(m["classes"]) + " |",
+              "|---" * (len(m["classes"]) + 1) + "|"]
+    for name, row in zip(m["classes"], m["confusion_matrix"]):
+        lines.append(f"| **{name}** | " + " | ".join(str(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def class_names_for(dataset_path: str, n_classes: int) -> list[str]:
+    """Class names from the Dataset's sidecar (``classes``), else ``"0" ..``."""
+    names = datasets.read_meta(dataset_path).get("classes")
+    if names and len(names) == n_classes:
+        return [str(n) for n in names]
+    return [str(i) for i in range(n_classes)]

@@ -1,0 +1,140 @@
+"""The ``kfp-gpu`` command line (typer).
+
+Commands: ``compile`` (all components and pipelines; ``--check`` for staleness),
+``run`` (a pipeline locally with kfp.local), and the commands registered below from
+their own modules (doctor, submit, train-resnet).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from kfp_gpu import __version__
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Kubeflow Pipelines components and pipelines for GPU training.")
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the package version (= runtime image tag)."""
+    typer.echo(__version__)
+
+
+@app.command("compile")
+def compile_cmd(
+    check: bool = typer.Option(False, "--check", help="Fail if a checked-in YAML is stale."),
+    gpu: Optional[str] = typer.Option(
+        None, "--gpu", help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
+        "'mig:1g.10gb', 'fraction:0.5' (default: each pipeline's own)."),
+    registry: Optional[str] = typer.Option(
+        None, "--registry", help="Image registry prefix (default $KFP_GPU_REGISTRY or "
+        "ghcr.io/kfp-gpu)."),
+    output_dir: Optional[Path] = typer.Option(
+        None, "--output-dir", "-o", help="Write under DIR/components and DIR/pipelines "
+        "instead of the package folders."),
+    only: Optional[str] = typer.Option(None, "--only", help="One component or pipeline."),
+) -> None:
+    """Compile every component and pipeline to YAML (or --check they are current)."""
+    if registry:
+        os.environ["KFP_GPU_REGISTRY"] = registry
+    from kfp_gpu import compile as comp
+
+    if check:
+        if gpu or output_dir or registry:
+            _fail("--check compares the checked-in YAML; it takes no --gpu/--output-dir/--registry")
+        try:
+            problems = comp.check_all(only)
+        except ValueError as e:
+            _fail(str(e))
+        for p in problems:
+            typer.echo(p)
+        if problems:
+            raise typer.Exit(1)
+        typer.echo("all compiled YAML is current")
+        return
+    try:
+        written = comp.compile_all(output_dir, gpu, only)
+    except ValueError as e:
+        _fail(str(e))
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+@app.command("run")
+def run_cmd(
+    pipeline: str = typer.Argument(..., help="Pipeline name, e.g. imdb-lstm."),
+    local: bool = typer.Option(False, "--local", help="Run on this machine with kfp.local."),
+    param: List[str] = typer.Option([], "--param", "-p", help="key=value pipeline parameter."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU request (compile-time)."),
+    data_dir: Optional[str] = typer.Option(
+        None, "--data-dir", envvar="KFP_GPU_DATA_DIR",
+        help="Folder with the real data (imdb/imdb_50k.csv.gz ...); sets the data "
+        "parameter unless --param gives it. Also $KFP_GPU_DATA_DIR."),
+    pipeline_root: str = typer.Option("local_outputs", "--pipeline-root",
+                                      help="Where kfp.local writes the artifacts."),
+    summary_json: Optional[Path] = typer.Option(None, "--summary-json",
+                                                help="Also write the summary as JSON."),
+) -> None:
+    """Run a pipeline. Only --local is supported here; use `kfp-gpu submit` for a cluster."""
+    if not local:
+        _fail("only --local runs are supported by `run`; to run on a cluster use "
+              "`kfp-gpu submit PIPELINE --host URL`")
+    from kfp_gpu import local_run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        params = local_run.parse_params(param)
+        summary = local_run.run(pipeline, params, gpu=gpu, pipeline_root=pipeline_root,
+                                data_dir=data_dir)
+    except (ValueError, FileNotFoundError) as e:
+        _fail(str(e))
+    except RuntimeError as e:
+        _fail(f"pipeline failed: {e}", code=1)
+    if summary_json:
+        summary_json.write_text(json.dumps(summary, indent=2, default=str))
+    _print_summary(summary)
+
+
+def _print_summary(s: dict) -> None:
+    out = s["outputs"]
+    typer.secho(f"\n{s['pipeline']}: finished in {s['seconds']} s", bold=True)
+    typer.echo(f"artifacts under {s['pipeline_root']}")
+    for key, value in out.items():
+        if isinstance(value, dict) and "uri" in value:
+            typer.echo(f"  {key}: {value['uri']}")
+        else:
+            typer.echo(f"  {key}: {value}")
+    ev = (out.get("eval_metrics") or {}).get("metadata", {})
+    tr = (out.get("train_metrics") or {}).get("metadata", {})
+    if "accuracy" in ev:
+        typer.secho(f"test accuracy: {ev['accuracy']:.4f}  (ROC AUC {ev.get('roc_auc', 0):.4f},"
+                    f" F1 {ev.get('f1', 0):.4f}, {int(ev.get('rows', 0))} examples)", bold=True)
+    if "samples_per_sec" in tr:
+        typer.echo(f"training: {tr['samples_per_sec']:.0f} samples/sec, "
+                   f"{tr.get('seconds_per_epoch', 0):.1f} s/epoch, "
+                   f"{tr.get('ms_per_step', 0):.1f} ms/step")
+
+
+# --- registered commands from their own modules (one line each) ---
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="kfp-gpu")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Compile every component and pipeline of the catalog to YAML, or check they are current."""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kfp_gpu import catalog
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compiled YAML: ``kind`` is ``component`` or ``pipeline``."""
+
+    kind: str
+    name: str
+    ref: str
+    path: Path
+
+
+def package_dir(subpackage: str) -> Path:
+    """Folder of ``kfp_gpu.components`` / ``kfp_gpu.pipelines`` (the repo folder when editable)."""
+    import importlib
+
+    return Path(importlib.import_module(f"kfp_gpu.{subpackage}").__file__).parent
+
+
+def targets(output_dir: Path | None = None, only: str | None = None) -> list[Target]:
+    """Where each catalog entry compiles to (package locations, or under ``output_dir``).
+
+    Raises:
+        ValueError: ``only`` is not a catalog name (naming the accepted names).
+    """
+    comp_root = output_dir / "components" if output_dir else package_dir("components")
+    pipe_root = output_dir / "pipelines" if output_dir else package_dir("pipelines")
+    out = [Target("component", n, r, comp_root / n / "component.yaml")
+           for n, r in catalog.COMPONENTS.items()]
+    out += [Target("pipeline", n, r, pipe_root / f"{n.replace('-', '_')}.yaml")
+            for n, r in catalog.PIPELINES.items()]
+    if only:
+        names = [t.name for t in out]
+        if only not in names:
+            raise ValueError(f"unknown component or pipeline {only!r}; accepted: {names}")
+        out = [t for t in out if t.name == only]
+    return out
+
+
+def compile_target(t: Target, dest: Path, gpu: str | None = None) -> None:
+    """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given."""
+    from kfp import compiler
+
+    obj = catalog.resolve(t.ref)
+    if t.kind == "pipeline":
+        obj = obj(gpu) if gpu else obj()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    compiler.Compiler().compile(obj, str(dest))
+
+
+def compile_all(output_dir: Path | None = None, gpu: str | None = None,
+                only: str | None = None) -> list[Path]:
+    """Compile the catalog; returns the written paths."""
+    written = []
+    for t in targets(output_dir, only):
+        compile_target(t, t.path, gpu if t.kind == "pipeline" else None)
+        written.append(t.path)
+    return written
+
+
+def check_all(only: str | None = None) -> list[str]:
+    """Recompile into a temporary folder and diff against the checked-in YAML.
+
+    Returns:
+        One message (with a short unified diff) per stale or missing file; [] if current.
+    """
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for t in targets(None, only):
+            fresh = Path(tmp) / f"{t.kind}-{t.name}.yaml"
+            compile_target(t, fresh)
+            if not t.path.exists():
+                problems.append(f"{t.path}: missing (run `kfp-gpu compile`)")
+                continue
+            old, new = t.path.read_text().splitlines(), fresh.read_text().splitlines()
+            if old != new:
+                diff = list(difflib.unified_diff(old, new, str(t.path), "compiled", n=1,
+                                                 lineterm=""))
+                problems.append(f"{t.path}: stale (run `kfp-gpu compile`)\n"
+                                + "\n".join(diff[:20]))
+    return problems

@@ -1,0 +1,77 @@
+"""Pipeline ``imdb-lstm``: prep_text -> train_text_classifier (GPU) -> evaluate_classifier.
+
+The Keras IMDB LSTM of the seed article (Embedding -> LSTM(128) -> Dense(sigmoid),
+maxlen 80, batch 32) as a KFP v2 pipeline. The training task requests the GPU given
+at compile time (default one whole GPU, ``gpu:1``: accelerator ``nvidia.com/gpu``,
+toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU.
+"""
+
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Metrics, Model
+
+from kfp_gpu import gpu as gpu_request
+from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
+from kfp_gpu.components.prep_text.component import prep_text
+from kfp_gpu.components.train_text_classifier.component import train_text_classifier
+
+NAME = "imdb-lstm"
+DEFAULT_GPU = "gpu:1"
+#: CPU/memory for the training task: the input pipeline and Python need ~2 cores; the
+#: full 25k x 80 dataset is ~8 MB, the model ~3 M parameters.
+TRAIN_CPU, TRAIN_MEMORY = "4", "8G"
+
+
+def build(gpu: str = DEFAULT_GPU):
+    """The ``imdb-lstm`` pipeline function with the training task's GPU request ``gpu``.
+
+    Args:
+        gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:1``, ``mig:1g.10gb``,
+            ``fraction:0.5``, ``none``.
+
+    Raises:
+        ValueError: invalid GPU request (raised here, before compilation).
+    """
+    request = gpu_request.parse(gpu)
+
+    @dsl.pipeline(name=NAME, description="Keras Embedding->LSTM->Dense sentiment classifier on "
+                  "IMDB reviews: prep_text -> train_text_classifier (GPU) -> evaluate_classifier.")
+    def imdb_lstm(
+        source: str = "keras:imdb",
+        max_rows_per_split: int = 0,
+        num_words: int = 20000,
+        maxlen: int = 80,
+        epochs: int = 2,
+        batch_size: int = 32,
+        embedding_dim: int = 128,
+        lstm_units: int = 128,
+        dropout: float = 0.0,
+        learning_rate: float = 0.001,
+        mixed_precision: bool = False,
+        seed: int = 42,
+        checkpoint_dir: str = "",
+        accuracy_threshold: float = 0.8,
+    ) -> NamedTuple("Outputs", model=Model, train_metrics=Metrics, eval_metrics=Metrics,
+                    passed=bool):
+        prep = prep_text(source=source, max_rows_per_split=max_rows_per_split,
+                         num_words=num_words, maxlen=maxlen, seed=seed)
+        prep.set_display_name("prep-text").set_cpu_limit("2").set_memory_limit("4G")
+        train = train_text_classifier(
+            train_data=prep.outputs["train_data"], epochs=epochs, batch_size=batch_size,
+            embedding_dim=embedding_dim, lstm_units=lstm_units, dropout=dropout,
+            learning_rate=learning_rate, mixed_precision=mixed_precision, seed=seed,
+            checkpoint_dir=checkpoint_dir)
+        train.set_display_name("train-lstm").set_cpu_request(TRAIN_CPU)
+        train.set_memory_request(TRAIN_MEMORY).set_memory_limit(TRAIN_MEMORY)
+        request.apply_to_task(train)
+        ev = evaluate_classifier(model=train.outputs["model"], test_data=prep.outputs["test_data"],
+                                 accuracy_threshold=accuracy_threshold)
+        ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")
+        Outputs = NamedTuple("Outputs", model=Model, train_metrics=Metrics,
+                             eval_metrics=Metrics, passed=bool)
+        return Outputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
+                       eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"])
+
+    return imdb_lstm
