@@ -1,0 +1,28 @@
+# kfp-gpu: one command to set up and run the main job, one to run the tests.
+DATA_DIR ?= ../shared/data
+PYTEST_ARGS ?=
+
+.PHONY: setup run run-full test compile check lint
+
+.venv/.installed: pyproject.toml requirements/tensorflow.txt scripts/setup.sh
+	bash scripts/setup.sh
+	touch $@
+
+setup: .venv/.installed
+
+# The main job: the IMDB LSTM pipeline on CPU with kfp.local, on the full 50k IMDB
+# reviews in $(DATA_DIR) (2 epochs, maxlen 80, batch 32).
+run: setup
+	.venv/bin/kfp-gpu run imdb-lstm --local --data-dir $(DATA_DIR)
+
+test: setup
+	.venv/bin/pytest $(PYTEST_ARGS)
+
+compile: setup
+	.venv/bin/kfp-gpu compile
+
+check: setup
+	.venv/bin/kfp-gpu compile --check
+
+lint: setup
+	.venv/bin/ruff check kfp_gpu components pipelines tests benchmarks

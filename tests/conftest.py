@@ -1,0 +1,41 @@
+"""Shared fixtures: the real data in ../shared/data and a small prepared IMDB subset."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> Path:
+    """$KFP_GPU_DATA_DIR, else ../shared/data beside the checkout."""
+    return Path(os.environ.get("KFP_GPU_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    d = data_dir()
+    if not (d / "imdb" / "imdb_50k.csv.gz").exists():
+        pytest.fail(f"real test data not found in {d}: set KFP_GPU_DATA_DIR")
+    return d
+
+
+@pytest.fixture(scope="session")
+def imdb_csv(shared_data) -> Path:
+    return shared_data / "imdb" / "imdb_50k.csv.gz"
+
+
+@pytest.fixture(scope="session")
+def imdb_small(tmp_path_factory, imdb_csv) -> dict:
+    """prep_text on a seeded 2,000 + 2,000 subset of the real IMDB reviews."""
+    from kfp_gpu.components.prep_text import prep
+
+    out = tmp_path_factory.mktemp("imdb_small")
+    stats = prep.run(source=str(imdb_csv), train_path=str(out / "train"),
+                     test_path=str(out / "test"), vocabulary_path=str(out / "vocab.txt"),
+                     max_rows_per_split=2000, num_words=10000)
+    return {"dir": out, "train": str(out / "train"), "test": str(out / "test"),
+            "vocab": str(out / "vocab.txt"), "stats": stats}
