@@ -1,0 +1,115 @@
+"""Runtime memory cap: the computed limit for every request kind (CPU), and the CPU no-op.
+
+The GPU path itself (TensorFlow logical devices on a real GPU, K capped processes side by
+side) is exercised by benchmarks/gpu_share_bench.py on a GPU machine.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from kfp_gpu import device, gpu
+
+TOTAL = 81559  # MiB, an H100 80GB HBM3 as nvidia-smi reports it
+
+
+@pytest.mark.parametrize("text, total, limit", [
+    ("none", TOTAL, None),
+    ("gpu:1", TOTAL, None),
+    ("gpu:4", TOTAL, None),
+    ("mig:1g.10gb,model=H100-80GB", 9984, None),  # hardware-enforced slice
+    ("shared:1", TOTAL, None),  # replicas unknown: no share to cap to
+    ("shared:1,replicas=4", TOTAL, 20389),  # floor(81559 / 4)
+    ("shared:2,replicas=8,strategy=mps", TOTAL, 20389),
+    ("fraction:0.5", TOTAL, 40779),
+    ("fraction:0.25", 40960, 10240),
+    ("fraction:1", TOTAL, None),
+    ("gpu-memory:8192", TOTAL, 8192),
+    ("gpu-memory:90000", TOTAL, None),  # more than the device: nothing to cap
+    ("metagpu:25", TOTAL, 20389),
+    ("metagpu:100", TOTAL, None),
+    ("hami:1", TOTAL, None),
+    ("hami:1,mem=8000,cores=30", TOTAL, 8000),
+])
+def test_limit_for_every_kind(text, total, limit):
+    env = gpu.parse(text).env()
+    p = device.plan(env, total)
+    assert p["limit_mib"] == limit, p["reason"]
+    assert p["kind"] == gpu.parse(text).kind
+    if limit is not None:
+        assert 1 <= limit < total
+
+
+def test_share_rounds_down_and_reserve_is_subtracted():
+    assert device.memory_limit_mib("fraction", 1 / 3, None, 1000) == (
+        333, "fraction: share 0.333333 of 1000 MiB")
+    limit, reason = device.memory_limit_mib("fraction", 0.5, None, 1000, reserve_mib=100)
+    assert limit == 400 and "100 MiB reserve" in reason
+    env = {**gpu.parse("fraction:0.5").env(), device.RESERVE_ENV: "256"}
+    assert device.plan(env, 16384)["limit_mib"] == 8192 - 256
+
+
+def test_share_without_total_is_not_capped_and_says_why():
+    limit, reason = device.memory_limit_mib("fraction", 0.5, None, None)
+    assert limit is None and device.TOTAL_ENV in reason
+    # an absolute cap needs no total
+    assert device.memory_limit_mib("gpu-memory", 1.0, 4096, None)[0] == 4096
+
+
+@pytest.mark.parametrize("env, needle", [
+    ({"KFP_GPU_KIND": "fraction", "KFP_GPU_SHARE": "half"}, "KFP_GPU_SHARE must be a number"),
+    ({"KFP_GPU_KIND": "fraction", "KFP_GPU_SHARE": "0"}, "> 0"),
+    ({"KFP_GPU_KIND": "fraction", "KFP_GPU_SHARE": "-1"}, "> 0"),
+    ({"KFP_GPU_KIND": "gpu-memory", "KFP_GPU_MEMORY_MIB": "8g"}, "integer (MiB)"),
+])
+def test_malformed_environment_is_refused(env, needle):
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        device.plan(env, TOTAL)
+
+
+def test_total_memory_from_declared_env():
+    assert device.total_memory_mib({device.TOTAL_ENV: "40960"}) == [40960]
+
+
+def test_import_does_not_pull_tensorflow():
+    code = "import sys, kfp_gpu.device, kfp_gpu.gpu; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
+
+
+def test_apply_gpu_share_is_a_logged_noop_on_cpu(caplog):
+    """Real TensorFlow on this CPU machine: no GPU, nothing applied, the reason logged."""
+    env = {**gpu.parse("fraction:0.25").env(), device.TOTAL_ENV: "16384"}
+    with caplog.at_level("INFO", logger="kfp_gpu.device"):
+        r = device.apply_gpu_share(env)
+    assert r["gpus"] == 0 and r["applied"] is False
+    assert r["kind"] == "fraction" and r["share"] == 0.25
+    assert "no GPU visible" in r["reason"]
+    assert any("no GPU visible" in m for m in caplog.messages)
+    import tensorflow as tf
+
+    # the CPU device configuration was left alone
+    assert len(tf.config.list_logical_devices("CPU")) == 1
+
+
+def test_apply_gpu_share_sets_logical_device_limit_per_gpu(monkeypatch):
+    """Wiring check with TensorFlow's device list replaced by two fake GPU entries (no GPU
+    here): every visible GPU gets one logical device with the computed MiB limit."""
+    import tensorflow as tf
+
+    fake = [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU"),
+            tf.config.PhysicalDevice("/physical_device:GPU:1", "GPU")]
+    calls = []
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: fake if kind == "GPU" else [])
+    monkeypatch.setattr(tf.config, "set_logical_device_configuration",
+                        lambda dev, cfgs: calls.append((dev.name, [c.memory_limit for c in cfgs])))
+    env = {**gpu.parse("metagpu:25").env(), device.TOTAL_ENV: "40000"}
+    r = device.apply_gpu_share(env)
+    assert r["applied"] is True and r["limit_mib"] == 10000 and r["gpus"] == 2
+    assert calls == [("/physical_device:GPU:0", [10000]), ("/physical_device:GPU:1", [10000])]
+    calls.clear()
+    r = device.apply_gpu_share({**gpu.parse("gpu:2").env(), device.TOTAL_ENV: "40000"})
+    assert r["applied"] is False and calls == []
