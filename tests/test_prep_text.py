@@ -1,0 +1,177 @@
+"""prep_text: sources, formats, splitting, tokenisation, and every bad-input error."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kfp_gpu import datasets
+from kfp_gpu.components.prep_text import prep
+
+POS = ["a wonderful moving film", "great acting and a great story", "i loved it <br />truly"]
+NEG = ["a dull boring mess", "terrible plot and bad acting", "i hated it"]
+
+
+def table(n: int = 4) -> pd.DataFrame:
+    rows = [(t, "positive") for t in POS * n] + [(t, "negative") for t in NEG * n]
+    return pd.DataFrame(rows, columns=["review", "sentiment"])
+
+
+def run(tmp_path, source, **kw):
+    return prep.run(source=str(source), train_path=str(tmp_path / "train"),
+                    test_path=str(tmp_path / "test"), vocabulary_path=str(tmp_path / "v.txt"),
+                    **kw)
+
+
+@pytest.mark.parametrize("name,writer", [
+    ("d.csv", lambda df, p: df.to_csv(p, index=False)),
+    ("d.csv.gz", lambda df, p: df.to_csv(p, index=False, compression="gzip")),
+    ("d.jsonl", lambda df, p: df.to_json(p, orient="records", lines=True)),
+    ("d.jsonl.gz", lambda df, p: df.to_json(p, orient="records", lines=True,
+                                            compression="gzip")),
+    ("d.parquet", lambda df, p: df.to_parquet(p)),
+])
+def test_formats_and_seeded_fraction_split(tmp_path, name, writer):
+    writer(table(), tmp_path / name)
+    stats = run(tmp_path, tmp_path / name, split_column="", test_fraction=0.25, maxlen=6)
+    assert stats["train"]["rows"] == 18 and stats["test"]["rows"] == 6
+    x, y = datasets.load_arrays(tmp_path / "train")
+    assert x.shape == (18, 6) and x.dtype == np.int32 and set(y) == {0, 1}
+    # same seed -> same split; different seed -> a different one
+    again = run(tmp_path / "again", tmp_path / name, split_column="", test_fraction=0.25,
+                maxlen=6)
+    assert np.array_equal(datasets.load_arrays(tmp_path / "again" / "test")[1],
+                          datasets.load_arrays(tmp_path / "test")[1])
+    assert again == {**stats, "source": again["source"]}
+
+
+def test_pre_padding_keeps_last_tokens_and_vocab_fit_on_train_only(tmp_path):
+    df = pd.DataFrame({
+        "review": ["one two three four five six", "alpha beta", "zebra", "one alpha"],
+        "sentiment": ["positive", "negative", "positive", "negative"],
+        "split": ["train", "train", "test", "test"],
+    })
+    df.to_csv(tmp_path / "d.csv", index=False)
+    stats = run(tmp_path, tmp_path / "d.csv", maxlen=4)
+    vocab = prep.read_vocabulary(tmp_path / "v.txt")
+    assert vocab[:2] == ["", "[UNK]"] and "zebra" not in vocab  # test-only word
+    x, y = datasets.load_arrays(tmp_path / "train")
+    ids = {w: i for i, w in enumerate(vocab)}
+    assert x[0].tolist() == [ids["three"], ids["four"], ids["five"], ids["six"]]
+    assert x[1].tolist() == [0, 0, ids["alpha"], ids["beta"]]
+    xt, _ = datasets.load_arrays(tmp_path / "test")
+    assert xt[0].tolist() == [0, 0, 0, 1]  # zebra -> OOV
+    assert stats["train"]["truncated_share"] == 0.5
+    assert stats["train"]["positive_share"] == 0.5
+    meta = datasets.read_meta(tmp_path / "train")
+    assert meta["padding"] == "pre" and meta["vocabulary_size"] == len(vocab)
+
+
+def test_html_breaks_removed():
+    assert prep.clean(np.array(["a<br />b<BR>c"], dtype=object))[0] == "a b c"
+
+
+def test_real_imdb_subset(imdb_small):
+    s = imdb_small["stats"]
+    assert s["train"]["rows"] == 2000 and s["test"]["rows"] == 2000
+    assert 0.4 < s["train"]["positive_share"] < 0.6
+    assert s["vocabulary_size"] == 10000
+    # IMDB reviews average ~230 words: most exceed maxlen 80
+    assert 0.6 < s["train"]["truncated_share"] < 0.95
+    x, y = datasets.load_arrays(imdb_small["train"])
+    assert x.shape == (2000, 80) and x.max() < 10000
+
+
+def test_gcs_source(tmp_path):
+    from google.cloud import storage as gcs
+
+    from kfp_gpu import storage
+    from tests import gcs_emulator
+
+    table().to_csv(tmp_path / "d.csv.gz", index=False, compression="gzip")
+    with gcs_emulator.running() as bucket:
+        storage.upload(tmp_path / "d.csv.gz", f"gs://{bucket}/in/d.csv.gz")
+        stats = run(tmp_path, f"gs://{bucket}/in/d.csv.gz", split_column="", maxlen=5)
+        assert stats["train"]["rows"] + stats["test"]["rows"] == 24
+        with pytest.raises(FileNotFoundError, match="gs://"):
+            run(tmp_path, f"gs://{bucket}/in/missing.csv")
+        storage.upload(tmp_path / "train", f"gs://{bucket}/out/train")
+        names = sorted(b.name for b in storage._client().list_blobs(bucket, prefix="out/"))
+        assert "out/train/dataset.json" in names
+        assert isinstance(storage._client(), gcs.Client)
+
+
+# ---- bad input: clear errors naming the problem --------------------------------------
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.csv"):
+        run(tmp_path, tmp_path / "nope.csv")
+
+
+def test_unknown_format(tmp_path):
+    (tmp_path / "d.txt").write_text("x")
+    with pytest.raises(ValueError, match="accepted suffixes"):
+        run(tmp_path, tmp_path / "d.txt")
+
+
+def test_missing_column(tmp_path):
+    table().to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=r"text_column 'text' not found.*review"):
+        run(tmp_path, tmp_path / "d.csv", text_column="text")
+    with pytest.raises(ValueError, match=r"label_column 'label' not found"):
+        run(tmp_path, tmp_path / "d.csv", label_column="label")
+
+
+def test_empty_text(tmp_path):
+    df = table()
+    df.loc[3, "review"] = "   "
+    df.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=r"1 rows have empty text.*\[3\]"):
+        run(tmp_path, tmp_path / "d.csv")
+
+
+def test_label_outside_classes(tmp_path):
+    df = table()
+    df.loc[0, "sentiment"] = "neutral"
+    df.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=r"outside the declared classes.*neutral"):
+        run(tmp_path, tmp_path / "d.csv")
+
+
+def test_fewer_than_two_classes(tmp_path):
+    df = table()
+    df["split"] = np.where(df.sentiment == "positive", "train", "test")
+    df.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match="fewer than 2 classes"):
+        run(tmp_path, tmp_path / "d.csv")
+
+
+def test_bad_split_values(tmp_path):
+    df = table()
+    df["split"] = "validation"
+    df.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=r"accepted: \['train', 'test'\]"):
+        run(tmp_path, tmp_path / "d.csv")
+
+
+def test_undecodable_bytes(tmp_path):
+    raw = "review,sentiment\n".encode() + b"caf\xe9 \xff\xfe bad,positive\nok,negative\n"
+    (tmp_path / "d.csv.gz").write_bytes(gzip.compress(raw))
+    with pytest.raises(ValueError, match="undecodable bytes.*UTF-8"):
+        run(tmp_path, tmp_path / "d.csv.gz")
+    (tmp_path / "d.jsonl").write_bytes(json.dumps({"review": "x"}).encode() + b"\xff\n")
+    with pytest.raises(ValueError, match="undecodable bytes|cannot parse"):
+        run(tmp_path, tmp_path / "d.jsonl")
+
+
+@pytest.mark.parametrize("kw,msg", [({"maxlen": 0}, "maxlen"), ({"num_words": 2}, "num_words"),
+                                    ({"split_column": "", "test_fraction": 1.0},
+                                     "test_fraction")])
+def test_bad_parameters(tmp_path, kw, msg):
+    table().to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=msg):
+        run(tmp_path, tmp_path / "d.csv", **kw)
