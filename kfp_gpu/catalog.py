@@ -17,10 +17,14 @@ COMPONENTS: dict[str, str] = {
     "train_text_classifier":
         "kfp_gpu.components.train_text_classifier.component:train_text_classifier",
     "evaluate_classifier": "kfp_gpu.components.evaluate_classifier.component:evaluate_classifier",
+    "plan_shards": "kfp_gpu.components.plan_shards.component:plan_shards",
+    "evaluate_shard": "kfp_gpu.components.evaluate_shard.component:evaluate_shard",
+    "combine_shards": "kfp_gpu.components.combine_shards.component:combine_shards",
 }
 
 PIPELINES: dict[str, str] = {
     "imdb-lstm": "kfp_gpu.pipelines.imdb_lstm:build",
+    "fractional-eval": "kfp_gpu.pipelines.fractional_eval:build",
 }
 
 #: Pipelines' parameter for local data: name -> (parameter, path under KFP_GPU_DATA_DIR).

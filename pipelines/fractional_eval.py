@@ -1,0 +1,76 @@
+"""Pipeline ``fractional-eval``: K shards of a test set, each evaluated on a GPU fraction.
+
+importer(model), importer(test_data) -> plan_shards (K) -> dsl.ParallelFor over the shard
+indices: evaluate_shard on a fractional GPU (default ``fraction:1/K``, i.e. K tasks fill one
+GPU) -> combine_shards over ``dsl.Collected`` predictions: the metrics of the whole set,
+equal to one evaluate_classifier pass over it. Each shard task caps TensorFlow's GPU memory
+to its share (kfp_gpu.device.apply_gpu_share), so co-located shards do not overflow the GPU.
+
+The GPU request is chosen at compile time (``build(gpu=...)``, ``kfp-gpu compile --gpu``):
+``fraction:F`` / ``gpu-memory:MiB`` (KAI Scheduler / Run:ai), ``metagpu:U``, ``mig:PROFILE``,
+``shared:1,replicas=R`` (time-slicing / MPS), ``hami:1,mem=MiB`` or ``gpu:1``. The number
+of shards stays a pipeline parameter (``num_shards``); the factory's ``shards`` only sets
+its default and the default fraction 1/K.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Dataset, Metrics, Model
+
+from kfp_gpu import gpu as gpu_request
+from kfp_gpu.components.combine_shards.component import combine_shards
+from kfp_gpu.components.evaluate_shard.component import evaluate_shard
+from kfp_gpu.components.plan_shards.component import plan_shards
+
+NAME = "fractional-eval"
+DEFAULT_SHARDS = 4
+DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
+
+
+def default_gpu(shards: int) -> str:
+    """``fraction:1/K`` as text, e.g. 4 -> ``fraction:0.25``, 3 -> ``fraction:0.333333``."""
+    if shards < 1:
+        raise ValueError(f"shards must be an integer >= 1, got {shards}")
+    return f"fraction:{1 / shards:g}"
+
+
+def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
+    """The ``fractional-eval`` pipeline function.
+
+    Args:
+        gpu: GPU request of every shard task (kfp_gpu.gpu text); default ``fraction:1/K``.
+        shards: default of the ``num_shards`` parameter (K) and of the fraction.
+
+    Raises:
+        ValueError: invalid GPU request or shards < 1 (before compilation).
+    """
+    request = gpu_request.parse(gpu if gpu is not None else default_gpu(shards))
+
+    @dsl.pipeline(name=NAME, description="Evaluate a Keras classifier on K shards of a test "
+                  "set in parallel, each on a fraction of a GPU, and combine the metrics.")
+    def fractional_eval(
+        model_uri: str,
+        test_data_uri: str,
+        num_shards: int = shards,
+        batch_size: int = 256,
+        accuracy_threshold: float = 0.8,
+    ) -> NamedTuple("Outputs", metrics=Metrics, passed=bool):
+        model = dsl.importer(artifact_uri=model_uri, artifact_class=Model, reimport=False)
+        model.set_display_name("import-model")
+        data = dsl.importer(artifact_uri=test_data_uri, artifact_class=Dataset, reimport=False)
+        data.set_display_name("import-test-data")
+        plan = plan_shards(test_data=data.output, num_shards=num_shards)
+        plan.set_display_name("plan-shards").set_cpu_limit("1").set_memory_limit("1G")
+        with dsl.ParallelFor(plan.output) as index:
+            shard = evaluate_shard(model=model.output, test_data=data.output, shard_index=index,
+                                   num_shards=num_shards, batch_size=batch_size)
+            shard.set_display_name("evaluate-shard").set_cpu_limit("2").set_memory_limit("4G")
+            request.apply_to_task(shard)
+        combined = combine_shards(shard_predictions=dsl.Collected(shard.outputs["predictions"]),
+                                  test_data=data.output, accuracy_threshold=accuracy_threshold)
+        combined.set_display_name("combine-shards").set_cpu_limit("1").set_memory_limit("2G")
+        Outputs = NamedTuple("Outputs", metrics=Metrics, passed=bool)
+        return Outputs(metrics=combined.outputs["metrics"], passed=combined.outputs["Output"])
+
+    return fractional_eval
