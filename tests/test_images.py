@@ -45,8 +45,9 @@ def _pin(requirements: list[str], dist: str) -> str:
 
 
 def _pinned_elsewhere(dist_pattern: str, fallback_dist: tuple[str, ...]) -> str:
-    """A pin in pyproject.toml / scripts/setup.sh / .ci/run, else the installed version."""
-    for rel in ("pyproject.toml", "scripts/setup.sh", ".ci/run"):
+    """A pin in pyproject.toml / requirements/tensorflow.txt / scripts/setup.sh / .ci/run, else
+    the installed version."""
+    for rel in ("pyproject.toml", "requirements/tensorflow.txt", "scripts/setup.sh", ".ci/run"):
         path = ROOT / rel
         if path.is_file():
             m = re.search(rf"\b{dist_pattern}\s*==\s*([0-9][\w.]*)", path.read_text())
