@@ -1,0 +1,149 @@
+"""fractional-eval: shard arithmetic, exact recombination, compiled fractional requests, and a
+kfp.local run on real IMDB reviews whose combined metrics equal one evaluate_classifier pass."""
+
+import math
+
+import numpy as np
+import pytest
+from kfp import compiler, dsl, local
+from kfp.dsl import Dataset, Metrics, Model
+
+from kfp_gpu.components.evaluate_classifier import evaluate as ev
+from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
+from kfp_gpu.components.evaluate_shard import shards
+from kfp_gpu.pipelines import fractional_eval as fe
+from tests import ir
+
+
+@pytest.mark.parametrize("rows, k", [(10, 1), (10, 3), (10, 10), (25000, 4), (25000, 7)])
+def test_shards_tile_the_set_in_order(rows, k):
+    bounds = [shards.shard_bounds(rows, k, i) for i in range(k)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == rows
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+    sizes = [b - a for a, b in bounds]
+    assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+    assert shards.plan(rows, k) == list(range(k))
+
+
+@pytest.mark.parametrize("rows, k, i, needle", [
+    (10, 0, 0, "1..10"), (10, 11, 0, "1..10"), (10, 2, 2, "0..1"), (0, 1, 0, "empty")])
+def test_bad_shard_requests(rows, k, i, needle):
+    with pytest.raises(ValueError, match=needle):
+        shards.shard_bounds(rows, k, i)
+
+
+def _part(start, stop, rows, rng):
+    return {"y_true": rng.integers(0, 2, stop - start).astype(np.int32),
+            "y_score": rng.random(stop - start).astype(np.float32),
+            "start": start, "stop": stop, "rows": rows}
+
+
+def test_combine_restores_order_and_metrics_exactly():
+    rng = np.random.default_rng(0)
+    parts = [_part(*shards.shard_bounds(1001, 4, i), 1001, rng) for i in range(4)]
+    y_true = np.concatenate([p["y_true"] for p in parts])
+    y_score = np.concatenate([p["y_score"] for p in parts])
+    got_t, got_s = shards.combine(list(reversed(parts)))  # Collected order is not guaranteed
+    assert np.array_equal(got_t, y_true) and np.array_equal(got_s, y_score)
+    assert ev.compute_metrics(got_t, got_s) == ev.compute_metrics(y_true, y_score)
+
+
+def test_combine_refuses_gaps_overlaps_and_foreign_shards():
+    rng = np.random.default_rng(1)
+    with pytest.raises(ValueError, match="gap at row 5"):
+        shards.combine([_part(0, 5, 20, rng), _part(6, 20, 20, rng)])
+    with pytest.raises(ValueError, match="overlap at row 5"):
+        shards.combine([_part(0, 5, 20, rng), _part(4, 20, 20, rng)])
+    with pytest.raises(ValueError, match="cover rows"):
+        shards.combine([_part(0, 5, 20, rng), _part(5, 19, 20, rng)])
+    with pytest.raises(ValueError, match="different sizes"):
+        shards.combine([_part(0, 5, 20, rng), _part(5, 20, 21, rng)])
+    with pytest.raises(ValueError, match="no shard"):
+        shards.combine([])
+
+
+@pytest.mark.parametrize("gpu, shards_k, annotations, resource, count", [
+    (None, 4, {"gpu-fraction": "0.25"}, "", ""),
+    (None, 8, {"gpu-fraction": "0.125"}, "", ""),
+    ("gpu-memory:4096", 4, {"gpu-memory": "4096"}, "", ""),
+    ("metagpu:25", 4, {}, "cnvrg.io/metagpu", "25"),
+    ("mig:1g.10gb,model=H100-80GB", 7, {}, "nvidia.com/mig-1g.10gb", "1"),
+    ("shared:1,replicas=4", 4, {}, "nvidia.com/gpu", "1"),
+])
+def test_compiles_with_fractional_requests(gpu, shards_k, annotations, resource, count,
+                                           tmp_path):
+    out = tmp_path / "fe.yaml"
+    compiler.Compiler().compile(fe.build(gpu, shards=shards_k), str(out))
+    spec, platform = ir.load(out)
+    assert spec.root.input_definitions.parameters["num_shards"].default_value.number_value \
+        == shards_k
+    loop = next(t for name, t in spec.root.dag.tasks.items() if name.startswith("for-loop"))
+    assert loop.parameter_iterator.items.input_parameter.endswith("plan-shards-Output")
+    body = spec.components[loop.component_ref.name].dag
+    label = spec.components[body.tasks["evaluate-shard"].component_ref.name].executor_label
+    c = ir.deployment(spec).executors[label].container
+    assert (c.resources.accelerator.resource_type, c.resources.accelerator.resource_count) \
+        == (resource, count)
+    env = {e.name: e.value for e in c.env}
+    assert env["KFP_GPU_KIND"] == (gpu or "fraction").split(":")[0]
+    cfg = ir.k8s_config(platform, label)
+    assert dict(cfg.pod_metadata.annotations) == annotations
+    assert [(t.key, t.operator, t.effect) for t in cfg.tolerations] == \
+        [("nvidia.com/gpu", "Exists", "NoSchedule")]
+    # the CPU-only tasks carry no GPU settings
+    for task in ("plan-shards", "combine-shards"):
+        assert not ir.container(spec, task).resources.accelerator.resource_type
+
+
+def test_invalid_request_fails_at_build():
+    with pytest.raises(ValueError, match="0 < F <= 1"):
+        fe.build("fraction:1.5")
+    with pytest.raises(ValueError, match=">= 1"):
+        fe.build(shards=0)
+    assert fe.default_gpu(3) == "fraction:0.333333"
+
+
+@pytest.fixture(scope="module")
+def small_model(imdb_small, tmp_path_factory):
+    """A small Embedding->LSTM->Dense(sigmoid) trained one epoch on 2,000 real reviews."""
+    from kfp_gpu.components.train_text_classifier import train as tr
+
+    d = tmp_path_factory.mktemp("fe_model")
+    cfg = tr.TrainConfig(epochs=1, batch_size=64, embedding_dim=16, lstm_units=16, seed=7)
+    tr.train(cfg, train_path=imdb_small["train"], model_dir=str(d / "model"),
+             checkpoint_dir=str(d / "ckpt"), tensorboard_dir=str(d / "tb"))
+    return str(d / "model")
+
+
+@dsl.pipeline(name="whole-set-eval")
+def whole_set_eval(model_uri: str, test_data_uri: str) -> Metrics:
+    m = dsl.importer(artifact_uri=model_uri, artifact_class=Model)
+    d = dsl.importer(artifact_uri=test_data_uri, artifact_class=Dataset)
+    return evaluate_classifier(model=m.output, test_data=d.output,
+                               accuracy_threshold=0.0).outputs["metrics"]
+
+
+@pytest.mark.slow
+def test_local_run_on_real_imdb_equals_single_task_evaluation(imdb_small, small_model,
+                                                              tmp_path):
+    """kfp.local, real TensorFlow: 3 uneven shards of the real IMDB test subset, each under
+    ``fraction:0.333333`` (a logged no-op cap on CPU), combined == one evaluate_classifier."""
+    local.init(runner=local.SubprocessRunner(use_venv=False),
+               pipeline_root=str(tmp_path / "root"), raise_on_error=True)
+    run = fe.build(shards=3)(model_uri=small_model, test_data_uri=imdb_small["test"],
+                             accuracy_threshold=0.0)
+    combined = dict(run.outputs["metrics"].metadata)
+    assert run.outputs["passed"] is True
+    ref = dict(whole_set_eval(model_uri=small_model,
+                              test_data_uri=imdb_small["test"]).output.metadata)
+    y_true, y_score = ev.predict(small_model, imdb_small["test"])
+    rows = len(y_true)
+    assert combined["rows"] == ref["rows"] == rows
+    assert combined["shards"] == 3
+    for key in ("accuracy", "precision", "recall", "f1"):
+        assert combined[key] == ref[key], key  # counts of the same predictions: exact
+    for key in ("roc_auc", "loss"):
+        # per-row scores may differ in the last float32 bits between batch shapes
+        assert math.isclose(combined[key], ref[key], rel_tol=1e-6, abs_tol=1e-7), key
+    # and the same numbers straight from the library on the whole set
+    assert combined["accuracy"] == ev.compute_metrics(y_true, y_score)["accuracy"]
