@@ -1,6 +1,7 @@
 """fractional-eval: shard arithmetic, exact recombination, compiled fractional requests, and a
 kfp.local run on real IMDB reviews whose combined metrics equal one evaluate_classifier pass."""
 
+import itertools
 import math
 
 import numpy as np
@@ -19,7 +20,7 @@ from tests import ir
 def test_shards_tile_the_set_in_order(rows, k):
     bounds = [shards.shard_bounds(rows, k, i) for i in range(k)]
     assert bounds[0][0] == 0 and bounds[-1][1] == rows
-    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
     sizes = [b - a for a, b in bounds]
     assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
     assert shards.plan(rows, k) == list(range(k))
