@@ -46,7 +46,7 @@ def container(spec: ps.PipelineSpec, task: str):
 
 def k8s_config(platform: ps.PlatformSpec, executor: str) -> k8s_pb2.KubernetesExecutorConfig:
     """The Kubernetes executor config of ``executor``, strictly parsed."""
-    deployment = json_format.MessageToDict(platform.platforms["kubernetes"].deployment_spec)
-    cfg = deployment["executors"][executor]
-    return json_format.ParseDict(cfg, k8s_pb2.KubernetesExecutorConfig(),
+    cfg = platform.platforms["kubernetes"].deployment_spec.executors[executor]
+    return json_format.ParseDict(json_format.MessageToDict(cfg),
+                                 k8s_pb2.KubernetesExecutorConfig(),
                                  ignore_unknown_fields=False)

@@ -1,0 +1,78 @@
+"""Every checked-in compiled YAML: strictly parsed, current, GPU request readable."""
+
+from __future__ import annotations
+
+import pytest
+
+from kfp_gpu import catalog
+from kfp_gpu import compile as comp
+from tests import ir
+
+TARGETS = comp.targets()
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+def test_strict_parse(target):
+    spec, platform = ir.load(target.path)
+    assert spec.pipeline_info.name == target.name.replace("_", "-")
+    ir.deployment(spec)  # executors parse strictly too
+    if platform is not None:
+        for executor in platform.platforms["kubernetes"].deployment_spec.executors:
+            assert executor in ir.deployment(spec).executors
+            ir.k8s_config(platform, executor)
+
+
+def test_checked_in_yaml_is_current():
+    assert comp.check_all() == []
+
+
+def test_check_detects_a_stale_file(tmp_path, monkeypatch):
+    t = comp.targets(only="prep_text")[0]
+    stale = tmp_path / "component.yaml"
+    stale.write_text(t.path.read_text().replace("maxlen", "max_len", 1))
+    monkeypatch.setattr(comp, "targets", lambda out=None, only=None: [
+        comp.Target(t.kind, t.name, t.ref, stale)])
+    problems = comp.check_all()
+    assert len(problems) == 1 and "stale" in problems[0] and "max_len" in problems[0]
+
+
+def test_imdb_lstm_requests_one_whole_gpu_on_the_train_task_only():
+    spec, platform = ir.load(comp.targets(only="imdb-lstm")[0].path)
+    c = ir.container(spec, "train-text-classifier")
+    assert (c.resources.accelerator.resource_type, c.resources.accelerator.resource_count) == (
+        "nvidia.com/gpu", "1")
+    assert c.resources.resource_cpu_request == "4"
+    assert c.resources.resource_memory_limit == "8G"
+    k8s = ir.k8s_config(platform, ir.executor_label(spec, "train-text-classifier"))
+    tol = [(x.key, x.operator, x.effect) for x in k8s.tolerations]
+    assert tol == [("nvidia.com/gpu", "Exists", "NoSchedule")]
+    for task in ("prep-text", "evaluate-classifier"):
+        assert not ir.container(spec, task).resources.accelerator.resource_type
+    assert c.image.endswith(":0.1.0") and "kfp-gpu-trainer" in c.image
+
+
+def test_compile_with_another_gpu_and_registry(tmp_path, monkeypatch):
+    monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/ml")
+    import importlib
+
+    from kfp_gpu.components.train_text_classifier import component
+
+    importlib.reload(component)
+    from kfp_gpu.pipelines import imdb_lstm
+
+    importlib.reload(imdb_lstm)
+    try:
+        comp.compile_all(tmp_path, gpu="gpu:2", only="imdb-lstm")
+        spec, _ = ir.load(tmp_path / "pipelines" / "imdb_lstm.yaml")
+        c = ir.container(spec, "train-text-classifier")
+        assert c.resources.accelerator.resource_count == "2"
+        assert c.image == "registry.example.com/ml/kfp-gpu-trainer:0.1.0"
+    finally:
+        monkeypatch.delenv("KFP_GPU_REGISTRY")
+        importlib.reload(component)
+        importlib.reload(imdb_lstm)
+
+
+def test_catalog_entries_resolve():
+    for ref in {**catalog.COMPONENTS, **catalog.PIPELINES}.values():
+        assert callable(catalog.resolve(ref))

@@ -1,0 +1,79 @@
+"""evaluate_classifier metrics against hand-computed cases, report and ROC encoding."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kfp_gpu.components.evaluate_classifier import evaluate as ev
+
+# Hand case: labels and P(class 1); threshold 0.5 -> predictions [1, 0, 1, 0, 1, 0]
+Y = np.array([1, 1, 0, 0, 1, 0])
+S = np.array([0.9, 0.4, 0.6, 0.1, 0.8, 0.3])
+
+
+def test_binary_metrics_by_hand():
+    m = ev.compute_metrics(Y, S, ["neg", "pos"])
+    # TP = 2 (rows 0, 4), FN = 1 (row 1), FP = 1 (row 2), TN = 2 (rows 3, 5)
+    assert m["confusion_matrix"] == [[2, 1], [1, 2]]
+    assert m["accuracy"] == pytest.approx(4 / 6)
+    assert m["precision"] == pytest.approx(2 / 3)
+    assert m["recall"] == pytest.approx(2 / 3)
+    assert m["f1"] == pytest.approx(2 / 3)
+    # AUC = P(score_pos > score_neg): 0.9 beats 3, 0.4 beats 2 (0.1, 0.3), 0.8 beats 3 -> 8/9
+    assert m["roc_auc"] == pytest.approx(8 / 9)
+    loss = -np.mean(np.log([0.9, 0.4, 0.4, 0.9, 0.8, 0.7]))
+    assert m["loss"] == pytest.approx(loss, rel=1e-6)
+    assert m["classes"] == ["neg", "pos"] and m["rows"] == 6
+
+
+def test_roc_curve_is_finite_and_monotone():
+    roc = ev.compute_metrics(Y, S)["roc"]
+    assert roc["fpr"][0] == 0.0 and roc["tpr"][-1] == 1.0
+    assert all(math.isfinite(v) for v in roc["thresholds"])
+    assert roc["thresholds"][0] > max(S)  # sklearn's +inf, made finite
+    assert np.all(np.diff(roc["fpr"]) >= 0) and np.all(np.diff(roc["tpr"]) >= 0)
+    rng = np.random.default_rng(0)
+    big = ev.roc_points(rng.integers(0, 2, 5000), rng.random(5000))
+    assert len(big["fpr"]) <= ev.MAX_ROC_POINTS
+
+
+def test_multiclass_metrics_by_hand():
+    y = np.array([0, 1, 2, 2])
+    p = np.array([[0.7, 0.2, 0.1],   # -> 0 correct
+                  [0.1, 0.3, 0.6],   # -> 2 wrong (true 1)
+                  [0.1, 0.1, 0.8],   # -> 2 correct
+                  [0.2, 0.5, 0.3]])  # -> 1 wrong (true 2)
+    m = ev.compute_metrics(y, p)
+    assert m["confusion_matrix"] == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    assert m["accuracy"] == pytest.approx(0.5)
+    # per class precision: 1/1, 0/1, 1/2 -> macro 0.5; recall: 1, 0, 1/2 -> 0.5
+    assert m["precision"] == pytest.approx(0.5) and m["recall"] == pytest.approx(0.5)
+    # per class F1: 1, 0, 0.5 -> macro 0.5
+    assert m["f1"] == pytest.approx(0.5)
+    assert m["loss"] == pytest.approx(-np.mean(np.log([0.7, 0.3, 0.8, 0.3])))
+    assert "roc" not in m and 0.0 <= m["roc_auc"] <= 1.0
+
+
+def test_single_class_auc_is_nan_not_an_error():
+    m = ev.compute_metrics(np.array([1, 1]), np.array([0.7, 0.2]))
+    assert math.isnan(m["roc_auc"]) and m["accuracy"] == 0.5
+
+
+@pytest.mark.parametrize("y,s,msg", [
+    ([], [], "no examples"),
+    ([0, 1], [0.5], "2 labels but 1 scores"),
+    ([0, 3], [[0.5, 0.5], [0.5, 0.5]], r"labels must be in \[0, 2\)"),
+])
+def test_bad_input(y, s, msg):
+    with pytest.raises(ValueError, match=msg):
+        ev.compute_metrics(np.array(y), np.array(s))
+
+
+def test_markdown_report_gate():
+    m = ev.compute_metrics(Y, S, ["neg", "pos"])
+    assert "**FAIL**" in ev.markdown_report(m, 0.8)
+    md = ev.markdown_report(m, 0.6)
+    assert "**PASS**" in md and "| **pos** | 1 | 2 |" in md

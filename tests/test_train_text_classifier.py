@@ -1,0 +1,73 @@
+"""train_text_classifier: cuDNN-eligibility refusal, real training, resumption."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kfp_gpu.components.train_text_classifier import train as t
+
+
+@pytest.mark.parametrize("field,value", [
+    ("recurrent_dropout", 0.2),
+    ("activation", "relu"),
+    ("recurrent_activation", "hard_sigmoid"),
+    ("unroll", True),
+    ("use_bias", False),
+])
+def test_cudnn_ineligible_settings_are_refused(field, value):
+    cfg = t.TrainConfig(**{field: value})
+    with pytest.raises(ValueError, match=rf"cuDNN kernel.*{field}={value!r}.*needs"):
+        cfg.validate()
+
+
+def test_refusal_lists_every_violation_and_can_be_overridden():
+    cfg = t.TrainConfig(recurrent_dropout=0.2, unroll=True)
+    with pytest.raises(ValueError) as e:
+        cfg.validate()
+    assert "recurrent_dropout=0.2" in str(e.value) and "unroll=True" in str(e.value)
+    assert "dropout= (input dropout)" in str(e.value)
+    t.TrainConfig(recurrent_dropout=0.2, allow_generic_kernel=True).validate()
+
+
+def test_input_dropout_keeps_cudnn():
+    assert t.cudnn_violations(t.TrainConfig(dropout=0.2)) == []
+    t.TrainConfig(dropout=0.2).validate()
+
+
+@pytest.mark.parametrize("kw", [{"epochs": 0}, {"batch_size": -1}, {"dropout": 1.0},
+                                {"learning_rate": 0.0}, {"lstm_units": 1.5}])
+def test_bad_hyperparameters(kw):
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        t.TrainConfig(**kw).validate()
+
+
+
+
+def test_training_resumes_from_last_checkpoint(tmp_path, imdb_small):
+    import keras
+    import numpy as np
+
+    from kfp_gpu import datasets
+
+    cfg1 = t.TrainConfig(epochs=1, embedding_dim=16, lstm_units=8, batch_size=64)
+    ckpt = tmp_path / "ckpt"
+    m1 = t.train(cfg1, train_path=imdb_small["train"], model_dir=str(tmp_path / "m1"),
+                 checkpoint_dir=str(ckpt), tensorboard_dir=str(tmp_path / "tb"))
+    assert m1["epochs_run"] == 1 and m1["resumed_from_epoch"] == 0
+    assert m1["cudnn_eligible"] is True and m1["device"] == "CPU"
+    assert m1["steps_per_epoch"] == 2000 // 64 + 1
+    assert m1["samples_per_sec"] > 0 and m1["ms_per_step"] > 0
+    # a "restarted task" asked for 2 epochs with the same checkpoint dir trains only 1 more
+    cfg2 = t.TrainConfig(epochs=2, embedding_dim=16, lstm_units=8, batch_size=64)
+    m2 = t.train(cfg2, train_path=imdb_small["train"], model_dir=str(tmp_path / "m2"),
+                 checkpoint_dir=str(ckpt), tensorboard_dir=str(tmp_path / "tb2"))
+    assert m2["epochs_run"] == 1 and m2["resumed_from_epoch"] == 1
+    model = keras.saving.load_model(tmp_path / "m2" / t.MODEL_FILE)
+    x, _ = datasets.load_arrays(imdb_small["test"])
+    p = model.predict(x[:8], verbose=0)
+    assert p.shape == (8, 1) and np.all((p >= 0) & (p <= 1))
+    assert list((tmp_path / "tb").rglob("events.out.tfevents*"))
+    t.write_report(str(tmp_path / "r.json"), m2)
+    assert json.loads((tmp_path / "r.json").read_text())["resumed_from_epoch"] == 1
