@@ -1,0 +1,1 @@
+"""Local doubles of remote services (real HTTP, real semantics) for the tests."""

@@ -1,0 +1,627 @@
+"""A local double of the Kubernetes API server for the MPIJob launcher tests.
+
+It speaks real HTTP (``http.server`` on 127.0.0.1, a random port, HTTP/1.1 with chunked
+watch streams) with the semantics the launcher relies on, as the API server implements
+them (k8s.io/apiserver; API conventions "Concurrency Control", "Efficient detection of
+changes"):
+
+- ``POST .../mpijobs``: 201 with ``metadata.uid``/``resourceVersion``/``creationTimestamp``
+  set; 409 ``AlreadyExists`` with a ``Status`` body when the name is taken.
+- ``GET .../mpijobs/<name>``: 200 or 404 ``NotFound`` ``Status``.
+- ``GET .../mpijobs`` (LIST): ``metadata.resourceVersion`` of the list = the store's current
+  resourceVersion; ``fieldSelector=metadata.name=X`` and equality ``labelSelector``.
+- ``GET ...?watch=true``: a chunked stream of JSON lines ``{"type", "object"}``. Without
+  ``resourceVersion`` (or ``"0"``) it starts with synthetic ``ADDED`` events for what
+  exists; with one, it replays the events after it. A ``resourceVersion`` older than the
+  compaction floor gets ``{"type": "ERROR", "object": Status{code: 410, reason: Expired}}``
+  and the stream ends (what the watch cache does). ``timeoutSeconds`` ends the stream.
+- ``DELETE .../mpijobs/<name>``: the ``propagationPolicy`` (body ``DeleteOptions`` or query)
+  is recorded; ``Foreground`` first marks the object (``deletionTimestamp``, finalizer
+  ``foregroundDeletion``, a ``MODIFIED`` event), deletes its dependents (the launcher pod),
+  then the object (``DELETED``).
+- ``GET /api/v1/namespaces/<ns>/pods`` with ``labelSelector``; ``GET .../pods/<name>``;
+  ``GET .../pods/<name>/log`` (``tailLines``; ``follow=true`` streams lines as the scripted
+  controller appends them and ends when the container has terminated);
+  ``GET /api/v1/namespaces/<ns>/events`` with ``fieldSelector=involvedObject.name=X``.
+
+Fault injection: :meth:`FakeKube.fail_next` (the next N matching requests get a 5xx
+``Status``), :meth:`FakeKube.reset_next` (the connection is closed without a response),
+:meth:`FakeKube.expire_watches` (other cluster activity advances the resourceVersion, the
+history is compacted and open watches end, so resuming from the last seen version gets 410).
+
+:class:`ScriptedController` plays the MPI Operator: on a create it advances the MPIJob's
+``status.conditions`` (Created -> Running -> Succeeded/Failed, the v2beta1 JobCondition
+types) and runs a launcher pod (labels ``training.kubeflow.org/job-name`` /
+``training.kubeflow.org/job-role: launcher``) whose log lines appear over time.
+
+Usage::
+
+    with FakeKube() as kube:
+        kube.controller = ScriptedController(outcome="Succeeded", log=["step 1", ...])
+        api = kube.api_client()          # kubernetes.client.ApiClient -> http://127.0.0.1:port
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+MPI_PREFIX = "/apis/kubeflow.org/v2beta1/namespaces/"
+CORE_PREFIX = "/api/v1/namespaces/"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_body(code: int, reason: str, message: str, details: dict | None = None) -> dict:
+    """A ``meta/v1 Status`` failure body, as the API server sends with 4xx/5xx."""
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    if details:
+        body["details"] = details
+    return body
+
+
+@dataclass
+class Request:
+    """One request the double received (after fault injection was decided)."""
+
+    method: str
+    path: str
+    query: dict
+    status: int = 0
+    body: dict | None = None
+
+
+@dataclass
+class _Fault:
+    remaining: int
+    status: int
+    method: str | None
+    path_contains: str | None
+    reset: bool = False
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.remaining > 0 and (self.method is None or self.method == method)
+                and (self.path_contains is None or self.path_contains in path))
+
+
+@dataclass
+class ScriptedController:
+    """Plays the MPI Operator for each MPIJob created.
+
+    Attributes:
+        outcome: ``"Succeeded"``, ``"Failed"`` or ``None`` (stays Running until deleted).
+        log: launcher log lines, appended one per ``step_s`` while Running.
+        reason / message: of the terminal condition (Failed: e.g. ``BackoffLimitExceeded``).
+        step_s: seconds between steps.
+        gate: if set, the controller waits for it before the terminal condition (tests use it
+            to expire watches while the job runs).
+    """
+
+    outcome: str | None = "Succeeded"
+    log: list[str] = field(default_factory=lambda: ["launcher started"])
+    reason: str = ""
+    message: str = ""
+    step_s: float = 0.02
+    gate: threading.Event | None = None
+
+    def run(self, kube: FakeKube, ns: str, name: str) -> None:
+        def alive() -> bool:
+            obj = kube.get_object("mpijobs", ns, name)
+            return obj is not None and not obj["metadata"].get("deletionTimestamp")
+
+        time.sleep(self.step_s)
+        if not alive():
+            return
+        kube.set_condition(ns, name, "Created", "MPIJobCreated",
+                           f"MPIJob {ns}/{name} is created.")
+        pod = f"{name}-launcher-{uuid.uuid4().hex[:5]}"
+        kube.create_pod(ns, pod, {JOB_NAME_LABEL: name, JOB_ROLE_LABEL: "launcher"},
+                        owner=name)
+        time.sleep(self.step_s)
+        if not alive():
+            return
+        kube.set_pod_phase(ns, pod, "Running")
+        kube.set_condition(ns, name, "Running", "MPIJobRunning",
+                           f"MPIJob {ns}/{name} is running.")
+        for line in self.log:
+            if not alive():
+                return
+            kube.append_log(ns, pod, line)
+            time.sleep(self.step_s)
+        if self.gate is not None:
+            self.gate.wait(30)
+        if self.outcome is None or not alive():
+            return
+        kube.set_pod_phase(ns, pod, "Succeeded" if self.outcome == "Succeeded" else "Failed")
+        if self.outcome == "Succeeded":
+            kube.set_condition(ns, name, "Succeeded", self.reason or "MPIJobSucceeded",
+                               self.message or f"MPIJob {ns}/{name} successfully completed.",
+                               running_false=True)
+        else:
+            kube.add_event(ns, name, "Warning", self.reason or "MPIJobFailed",
+                           self.message or "launcher failed")
+            kube.set_condition(ns, name, "Failed", self.reason or "MPIJobFailed",
+                               self.message or f"MPIJob {ns}/{name} has failed",
+                               running_false=True)
+
+
+class FakeKube:
+    """The double: an in-memory object store behind a threading HTTP server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._rv = 100
+        self._floor = 0  # compaction floor: watches from an older resourceVersion get 410
+        self._watch_epoch = 0
+        self.objects: dict[tuple[str, str, str], dict] = {}  # (plural, ns, name) -> object
+        self.history: list[tuple[int, str, str, dict]] = []  # (rv, type, plural, object)
+        self.logs: dict[tuple[str, str], list[str]] = {}
+        self.requests: list[Request] = []
+        self.deletes: list[dict] = []  # {"name", "namespace", "propagationPolicy"}
+        self.active_watches = 0
+        self.watch_count = 0
+        self._faults: list[_Fault] = []
+        self.controller: ScriptedController | None = ScriptedController()
+        self._server: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> FakeKube:
+        handler = type("Handler", (_Handler,), {"kube": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        t = threading.Thread(target=self._server.serve_forever, daemon=True)
+        t.start()
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            self._watch_epoch += 1
+            self._lock.notify_all()
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def host(self) -> str:
+        assert self._server is not None, "start() first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def api_client(self):
+        """A ``kubernetes.client.ApiClient`` pointed at this double."""
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = self.host
+        return client.ApiClient(cfg)
+
+    # ------------------------------------------------------------------ faults
+    def fail_next(self, n: int, status: int = 500, method: str | None = None,
+                  path_contains: str | None = None) -> None:
+        """The next ``n`` matching requests get ``status`` with an ``InternalError`` body."""
+        with self._lock:
+            self._faults.append(_Fault(n, status, method, path_contains))
+
+    def reset_next(self, n: int, method: str | None = None,
+                   path_contains: str | None = None) -> None:
+        """The next ``n`` matching requests see the connection closed, no response."""
+        with self._lock:
+            self._faults.append(_Fault(n, 0, method, path_contains, reset=True))
+
+    def expire_watches(self) -> None:
+        """Other writes advance the resourceVersion, history is compacted, watches end."""
+        with self._lock:
+            self._rv += 50
+            self._floor = self._rv
+            self.history = [h for h in self.history if h[0] > self._floor]
+            self._watch_epoch += 1
+            self._lock.notify_all()
+
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
+        with self._lock:
+            for f in self._faults:
+                if f.matches(method, path):
+                    f.remaining -= 1
+                    return f
+        return None
+
+    # ------------------------------------------------------------------ store
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _record(self, kind: str, plural: str, obj: dict) -> None:
+        rv = self._next_rv()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        self.history.append((rv, kind, plural, copy.deepcopy(obj)))
+        self._lock.notify_all()
+
+    def get_object(self, plural: str, ns: str, name: str) -> dict | None:
+        with self._lock:
+            obj = self.objects.get((plural, ns, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def count(self, method: str, path_contains: str = "") -> int:
+        """How many requests with ``method`` whose path contains ``path_contains``."""
+        return sum(1 for r in list(self.requests)
+                   if r.method == method and path_contains in r.path)
+
+    def create_object(self, plural: str, ns: str, obj: dict) -> tuple[int, dict]:
+        name = obj.get("metadata", {}).get("name", "")
+        with self._lock:
+            if (plural, ns, name) in self.objects:
+                return 409, status_body(409, "AlreadyExists",
+                                        f'{plural}.kubeflow.org "{name}" already exists',
+                                        {"name": name, "group": "kubeflow.org", "kind": plural})
+            obj = copy.deepcopy(obj)
+            meta = obj.setdefault("metadata", {})
+            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=_now(),
+                        generation=1)
+            self.objects[(plural, ns, name)] = obj
+            self._record("ADDED", plural, obj)
+            return 201, copy.deepcopy(obj)
+
+    def set_condition(self, ns: str, name: str, ctype: str, reason: str, message: str,
+                      running_false: bool = False) -> None:
+        """Add/refresh a JobCondition (status True), as the operator's status update does."""
+        with self._lock:
+            obj = self.objects.get(("mpijobs", ns, name))
+            if obj is None:
+                return
+            status = obj.setdefault("status", {})
+            conds = status.setdefault("conditions", [])
+            now = _now()
+            for c in conds:
+                if running_false and c["type"] == "Running":
+                    c.update(status="False", lastUpdateTime=now, lastTransitionTime=now)
+            conds[:] = [c for c in conds if c["type"] != ctype]
+            conds.append({"type": ctype, "status": "True", "reason": reason,
+                          "message": message, "lastUpdateTime": now,
+                          "lastTransitionTime": now})
+            status.setdefault("startTime", now)
+            if ctype in ("Succeeded", "Failed"):
+                status["completionTime"] = now
+            self._record("MODIFIED", "mpijobs", obj)
+
+    def create_pod(self, ns: str, name: str, labels: dict, owner: str = "") -> None:
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
+                            "uid": str(uuid.uuid4()), "creationTimestamp": _now()},
+               "spec": {"containers": [{"name": "launcher", "image": "launcher"}]},
+               "status": {"phase": "Pending"}}
+        if owner:
+            pod["metadata"]["ownerReferences"] = [{"apiVersion": "kubeflow.org/v2beta1",
+                                                   "kind": "MPIJob", "name": owner,
+                                                   "uid": "", "controller": True}]
+        with self._lock:
+            self.objects[("pods", ns, name)] = pod
+            self.logs[(ns, name)] = []
+            self._record("ADDED", "pods", pod)
+
+    def set_pod_phase(self, ns: str, name: str, phase: str) -> None:
+        with self._lock:
+            pod = self.objects.get(("pods", ns, name))
+            if pod is not None:
+                pod["status"]["phase"] = phase
+                self._record("MODIFIED", "pods", pod)
+
+    def append_log(self, ns: str, pod: str, line: str) -> None:
+        with self._lock:
+            self.logs.setdefault((ns, pod), []).append(line)
+            self._lock.notify_all()
+
+    def add_event(self, ns: str, involved: str, etype: str, reason: str, message: str) -> None:
+        name = f"{involved}.{uuid.uuid4().hex[:8]}"
+        ev = {"apiVersion": "v1", "kind": "Event",
+              "metadata": {"name": name, "namespace": ns},
+              "involvedObject": {"kind": "MPIJob", "name": involved, "namespace": ns},
+              "type": etype, "reason": reason, "message": message, "lastTimestamp": _now()}
+        with self._lock:
+            self.objects[("events", ns, name)] = ev
+            self._record("ADDED", "events", ev)
+
+    def delete_object(self, plural: str, ns: str, name: str, policy: str) -> tuple[int, dict]:
+        with self._lock:
+            obj = self.objects.get((plural, ns, name))
+            if obj is None:
+                return 404, status_body(404, "NotFound",
+                                        f'{plural}.kubeflow.org "{name}" not found',
+                                        {"name": name, "kind": plural})
+            self.deletes.append({"name": name, "namespace": ns, "propagationPolicy": policy})
+            if policy == "Foreground":
+                obj["metadata"]["deletionTimestamp"] = _now()
+                obj["metadata"].setdefault("finalizers", []).append("foregroundDeletion")
+                self._record("MODIFIED", plural, obj)
+            marked = copy.deepcopy(obj)
+        t = threading.Thread(target=self._finish_delete, args=(plural, ns, name), daemon=True)
+        t.start()
+        return 200, marked
+
+    def _finish_delete(self, plural: str, ns: str, name: str) -> None:
+        time.sleep(0.02)
+        with self._lock:
+            for key, pod in list(self.objects.items()):  # dependents (owner references)
+                if key[0] == "pods" and key[1] == ns and any(
+                        o.get("name") == name for o in pod["metadata"].get("ownerReferences", [])):
+                    del self.objects[key]
+                    self._record("DELETED", "pods", pod)
+            obj = self.objects.pop((plural, ns, name), None)
+            if obj is not None:
+                obj["metadata"].pop("finalizers", None)
+                self._record("DELETED", plural, obj)
+
+    def list_objects(self, plural: str, ns: str, query: dict) -> list[dict]:
+        with self._lock:
+            items = [copy.deepcopy(o) for (p, n, _), o in self.objects.items()
+                     if p == plural and n == ns]
+        return [o for o in items if _selected(o, query)]
+
+    # ------------------------------------------------------------------ HTTP side
+    def start_controller(self, ns: str, name: str) -> None:
+        if self.controller is None:
+            return
+        t = threading.Thread(target=self.controller.run, args=(self, ns, name), daemon=True)
+        t.start()
+        self._threads.append(t)
+
+
+def _flag(query: dict, name: str) -> bool:
+    """A boolean query parameter, parsed like Go's strconv.ParseBool (``True``, ``true``, ``1``...)."""
+    return query.get(name, ["false"])[0] in ("1", "t", "T", "true", "TRUE", "True")
+
+
+def _selected(obj: dict, query: dict) -> bool:
+    meta = obj.get("metadata", {})
+    for sel in query.get("fieldSelector", []):
+        for term in filter(None, sel.split(",")):
+            key, _, value = term.partition("=")
+            value = value.lstrip("=")
+            if key == "metadata.name" and meta.get("name") != value:
+                return False
+            if key == "involvedObject.name" and obj.get("involvedObject", {}).get("name") != value:
+                return False
+    labels = meta.get("labels", {})
+    for sel in query.get("labelSelector", []):
+        for term in filter(None, sel.split(",")):
+            key, _, value = term.partition("=")
+            if labels.get(key) != value.lstrip("="):
+                return False
+    return True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    kube: FakeKube
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # keep test output clean
+        pass
+
+    # -- plumbing
+    def _send_json(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _start_chunked(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _body(self) -> dict:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        return json.loads(raw) if raw else {}
+
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        body = self._body() if method in ("POST", "DELETE", "PUT", "PATCH") else None
+        req = Request(method, url.path, query, body=body)
+        self.kube.requests.append(req)
+        fault = self.kube._take_fault(method, url.path)
+        if fault is not None:
+            if fault.reset:
+                req.status = -1
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+            req.status = fault.status
+            self._send_json(fault.status, status_body(
+                fault.status, "InternalError", "Internal error occurred: injected fault"))
+            return
+        try:
+            req.status = self._route(method, url.path, query, body)
+        except (BrokenPipeError, ConnectionResetError):
+            req.status = -2
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    # -- routes
+    def _route(self, method: str, path: str, query: dict, body: dict | None) -> int:
+        if path.startswith(MPI_PREFIX):
+            parts = path[len(MPI_PREFIX):].split("/")
+            if len(parts) >= 2 and parts[1] == "mpijobs":
+                ns = parts[0]
+                name = parts[2] if len(parts) > 2 else ""
+                return self._mpijobs(method, ns, name, query, body)
+        if path.startswith(CORE_PREFIX):
+            parts = path[len(CORE_PREFIX):].split("/")
+            ns = parts[0]
+            if len(parts) >= 2 and parts[1] in ("pods", "events") and method == "GET":
+                plural = parts[1]
+                if len(parts) == 2:
+                    return self._list_or_watch(plural, ns, query)
+                if plural == "pods" and len(parts) == 3:
+                    return self._get("pods", ns, parts[2])
+                if plural == "pods" and len(parts) == 4 and parts[3] == "log":
+                    return self._log(ns, parts[2], query)
+        self._send_json(404, status_body(404, "NotFound", f"the server could not find {path}"))
+        return 404
+
+    def _mpijobs(self, method: str, ns: str, name: str, query: dict, body) -> int:
+        if method == "POST" and not name:
+            if body.get("apiVersion") != "kubeflow.org/v2beta1" or body.get("kind") != "MPIJob":
+                self._send_json(400, status_body(400, "BadRequest", "wrong apiVersion/kind"))
+                return 400
+            if body.get("metadata", {}).get("namespace", ns) != ns:
+                self._send_json(400, status_body(
+                    400, "BadRequest", "the namespace of the object does not match the URL"))
+                return 400
+            code, out = self.kube.create_object("mpijobs", ns, body)
+            self._send_json(code, out)
+            if code == 201:
+                self.kube.start_controller(ns, out["metadata"]["name"])
+            return code
+        if method == "GET" and not name:
+            return self._list_or_watch("mpijobs", ns, query)
+        if method == "GET":
+            return self._get("mpijobs", ns, name)
+        if method == "DELETE" and name:
+            policy = (body or {}).get("propagationPolicy") or query.get(
+                "propagationPolicy", ["Background"])[0]
+            code, out = self.kube.delete_object("mpijobs", ns, name, policy)
+            self._send_json(code, out)
+            return code
+        self._send_json(405, status_body(405, "MethodNotAllowed", method))
+        return 405
+
+    def _get(self, plural: str, ns: str, name: str) -> int:
+        obj = self.kube.get_object(plural, ns, name)
+        if obj is None:
+            self._send_json(404, status_body(404, "NotFound", f'{plural} "{name}" not found',
+                                             {"name": name, "kind": plural}))
+            return 404
+        self._send_json(200, obj)
+        return 200
+
+    def _list_or_watch(self, plural: str, ns: str, query: dict) -> int:
+        if _flag(query, "watch"):
+            return self._watch(plural, ns, query)
+        kube = self.kube
+        with kube._lock:
+            rv = kube._rv
+        items = kube.list_objects(plural, ns, query)
+        kind = {"mpijobs": "MPIJobList", "pods": "PodList", "events": "EventList"}[plural]
+        api = "kubeflow.org/v2beta1" if plural == "mpijobs" else "v1"
+        self._send_json(200, {"apiVersion": api, "kind": kind,
+                              "metadata": {"resourceVersion": str(rv)}, "items": items})
+        return 200
+
+    def _watch(self, plural: str, ns: str, query: dict) -> int:
+        kube = self.kube
+        timeout = float(query.get("timeoutSeconds", ["1800"])[0])
+        deadline = time.monotonic() + timeout
+        since = query.get("resourceVersion", [""])[0]
+        self._start_chunked("application/json")
+        with kube._lock:
+            kube.active_watches += 1
+            kube.watch_count += 1
+            epoch = kube._watch_epoch
+        try:
+            if since in ("", "0"):
+                with kube._lock:
+                    last = kube._rv
+                for obj in kube.list_objects(plural, ns, query):
+                    self._chunk(json.dumps({"type": "ADDED", "object": obj}).encode() + b"\n")
+            else:
+                last = int(since)
+                with kube._lock:
+                    too_old = last < kube._floor
+                    floor = kube._floor
+                if too_old:
+                    err = status_body(410, "Expired",
+                                      f"too old resource version: {last} ({floor})")
+                    self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
+                    self._end_chunked()
+                    return 200
+            while True:
+                with kube._lock:
+                    pending = [h for h in kube.history if h[0] > last and h[2] == plural]
+                    if not pending:
+                        left = deadline - time.monotonic()
+                        if left <= 0 or kube._watch_epoch != epoch:
+                            break
+                        kube._lock.wait(min(left, 0.25))
+                        continue
+                for rv, etype, _, obj in pending:
+                    last = rv
+                    if obj["metadata"].get("namespace") == ns and _selected(obj, query):
+                        self._chunk(json.dumps({"type": etype, "object": obj}).encode() + b"\n")
+            self._end_chunked()
+        finally:
+            with kube._lock:
+                kube.active_watches -= 1
+        return 200
+
+    def _log(self, ns: str, pod: str, query: dict) -> int:
+        kube = self.kube
+        if kube.get_object("pods", ns, pod) is None:
+            self._send_json(404, status_body(404, "NotFound", f'pods "{pod}" not found'))
+            return 404
+        follow = _flag(query, "follow")
+        tail = query.get("tailLines", [None])[0]
+        self._start_chunked("text/plain")
+        with kube._lock:
+            lines = list(kube.logs.get((ns, pod), []))
+        sent = len(lines)
+        if tail is not None:
+            lines = lines[-int(tail):] if int(tail) > 0 else []
+        for line in lines:
+            self._chunk(line.encode() + b"\n")
+        while follow:
+            with kube._lock:
+                all_lines = kube.logs.get((ns, pod), [])
+                new = all_lines[sent:]
+                pod_obj = kube.objects.get(("pods", ns, pod))
+                done = pod_obj is None or pod_obj["status"]["phase"] in ("Succeeded", "Failed")
+                if not new:
+                    if done:
+                        break
+                    kube._lock.wait(0.25)
+                    continue
+            for line in new:
+                self._chunk(line.encode() + b"\n")
+            sent += len(new)
+        self._end_chunked()
+        return 200
