@@ -1,0 +1,280 @@
+"""MPIJob builder: schema validity for every GPU request kind, RDMA on/off, golden spec,
+mpirun command, names, and the ValueErrors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from kfp_gpu import gpu, mpijob
+
+HERE = Path(__file__).parent
+SCHEMA = json.loads((HERE / "schemas" / "mpijob-v2beta1.schema.json").read_text())
+GOLDEN = HERE / "golden" / "mpijob_rdma_gpu8.yaml"
+#: Kubernetes version the pod templates are validated against (kubernetes client 30.x
+#: speaks the 1.30 API).
+K8S_VERSION = "1.30.0"
+
+#: One request per kind of kfp_gpu.gpu (text forms of gpu.parse).
+REQUESTS = {
+    "none": "none",
+    "gpu": "gpu:8,product=NVIDIA-H100-80GB-HBM3",
+    "mig": "mig:3g.40gb,model=H100-80GB",
+    "shared": "shared:2,replicas=4,strategy=time-slicing",
+    "fraction": "fraction:0.5,queue=team-a",
+    "gpu-memory": "gpu-memory:8192",
+    "metagpu": "metagpu:50",
+    "hami": "hami:2,mem=8000,cores=30",
+}
+
+
+def options(**kw) -> mpijob.MPIJobOptions:
+    base = {"name": mpijob.job_name("run-0123", "train-resnet-mpijob", prefix="resnet"),
+            "image": "ghcr.io/kfp-gpu/kfp-gpu-horovod:0.1.0",
+            "program": ("kfp-gpu", "train-resnet", "--mode", "benchmark"),
+            "namespace": "ml", "workers": 2}
+    base.update(kw)
+    return mpijob.MPIJobOptions(**base)
+
+
+def validate_pod_template(template: dict) -> None:
+    kubernetes_validate.validate(
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+         "template": template}, K8S_VERSION, strict=True)
+
+
+def validate_mpijob(job: dict) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(job)
+
+
+def test_every_kind_is_covered():
+    assert {gpu.parse(t).kind for t in REQUESTS.values()} == set(REQUESTS)
+
+
+@pytest.mark.parametrize("rdma", [True, False], ids=["rdma", "no-rdma"])
+@pytest.mark.parametrize("kind", list(REQUESTS))
+def test_every_request_kind_validates(kind, rdma):
+    req = gpu.parse(REQUESTS[kind])
+    opts = options(gpu=REQUESTS[kind], rdma=rdma, nccl_ib_hca="mlx5_0,mlx5_1",
+                   nccl_net_gdr_level="PHB", nccl_socket_ifname="eth0",
+                   multus_networks="rdma-net" if rdma else "", shm_size="16Gi",
+                   worker_cpu="8", worker_memory="64Gi",
+                   tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
+                                 "effect": "NoSchedule"}],
+                   node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
+    job = mpijob.build(opts)
+    validate_mpijob(job)
+    for role in ("Launcher", "Worker"):
+        validate_pod_template(job["spec"]["mpiReplicaSpecs"][role]["template"])
+
+    spec = job["spec"]
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]
+    container = worker["spec"]["containers"][0]
+    res = container.get("resources", {})
+    frag = req.pod_fragment()
+    # the GPU request reaches the workers, requests == limits for extended resources
+    for name, qty in frag["resources"]["limits"].items():
+        assert res["limits"][name] == qty and res["requests"][name] == qty
+    # slotsPerWorker = devices per pod; -np = workers * slots
+    assert spec["slotsPerWorker"] == max(1, req.gpus_per_pod)
+    cmd = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[cmd.index("-np") + 1] == str(2 * max(1, req.gpus_per_pod))
+    # annotations, labels, tolerations, selectors of the request and of the options
+    meta = worker["metadata"]
+    for k, v in frag["annotations"].items():
+        assert meta["annotations"][k] == v
+    for k, v in frag["labels"].items():
+        assert meta["labels"][k] == v
+    for t in frag["tolerations"]:
+        assert t in worker["spec"]["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "ml",
+            "effect": "NoSchedule"} in worker["spec"]["tolerations"]
+    assert worker["spec"]["nodeSelector"] == {
+        **frag["nodeSelector"], "node.kubernetes.io/instance-type": "p5.48xlarge"}
+    env = {e["name"]: e["value"] for e in container["env"]}
+    for e in frag["env"]:
+        assert env[e["name"]] == e["value"]
+        assert e["name"] in cmd[cmd.index("-x"):]  # forwarded to the ranks
+    # the Launcher gets no GPU
+    launcher_res = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "resources"]
+    assert set(launcher_res["limits"]) == {"cpu", "memory"}
+    # RDMA on/off
+    caps = container.get("securityContext", {}).get("capabilities", {}).get("add", [])
+    if rdma:
+        assert res["limits"][mpijob.RDMA_SHARED_DEVICE_A] == "1"
+        assert caps == ["IPC_LOCK"]
+        assert env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and env["NCCL_NET_GDR_LEVEL"] == "PHB"
+        assert meta["annotations"][mpijob.MULTUS_ANNOTATION] == "rdma-net"
+        assert "NCCL_IB_DISABLE" not in env
+    else:
+        assert not any(k.startswith("rdma/") for k in res.get("limits", {}))
+        assert caps == []
+        assert env["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in env
+        assert mpijob.MULTUS_ANNOTATION not in meta.get("annotations", {})
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+    # Memory-backed /dev/shm on workers
+    vols = {v["name"]: v for v in worker["spec"]["volumes"]}
+    assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+
+
+def golden_options() -> mpijob.MPIJobOptions:
+    return options(gpu="gpu:8", workers=4, rdma=True,
+                   rdma_resource=mpijob.RDMA_HCA_SHARED_DEVICES_A,
+                   multus_networks="ml/rdma-net@net1", nccl_ib_hca="mlx5_0,mlx5_1",
+                   nccl_net_gdr_level="SYS", nccl_socket_ifname="^lo,docker0",
+                   nccl_debug="WARN", env={"HOROVOD_FUSION_THRESHOLD": "67108864"},
+                   shm_size="64Gi", worker_cpu="90", worker_memory="900Gi",
+                   active_deadline_seconds=7200, ttl_seconds_after_finished=3600,
+                   backoff_limit=1, run_id="run-0123", task_name="train-resnet-mpijob",
+                   service_account="horovod-ranks")
+
+
+def test_golden_full_spec():
+    """The full RDMA spec, byte for byte. Regenerate with KFP_GPU_UPDATE_GOLDEN=1."""
+    text = mpijob.to_yaml(mpijob.build(golden_options()))
+    if os.environ.get("KFP_GPU_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+    job = yaml.safe_load(text)
+    validate_mpijob(job)
+    for role in ("Launcher", "Worker"):
+        validate_pod_template(job["spec"]["mpiReplicaSpecs"][role]["template"])
+
+
+def test_golden_reads_as_intended():
+    """Independent of the golden bytes: the key settings of the Mellanox-deck layout."""
+    job = mpijob.build(golden_options())
+    spec = job["spec"]
+    assert job["apiVersion"] == "kubeflow.org/v2beta1" and job["kind"] == "MPIJob"
+    assert spec["slotsPerWorker"] == 8
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 3600,
+                                 "backoffLimit": 1, "activeDeadlineSeconds": 7200}
+    assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
+    cmd = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
+    joined = " ".join(cmd)
+    assert "-bind-to none" in joined and "-map-by slot" in joined
+    forwarded = {cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"}
+    assert {"NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG",
+            "HOROVOD_FUSION_THRESHOLD", "PATH", "LD_LIBRARY_PATH"} <= forwarded
+    assert cmd[-4:] == ["kfp-gpu", "train-resnet", "--mode", "benchmark"]
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]
+    assert worker["spec"]["containers"][0]["resources"]["limits"][
+        "rdma/hca_shared_devices_a"] == "1"
+    assert job["metadata"]["annotations"] == {"kfp-gpu/pipeline-run-id": "run-0123",
+                                              "kfp-gpu/task-name": "train-resnet-mpijob"}
+
+
+def test_schema_rejects_what_the_operator_rejects():
+    """The schema is not vacuous: each mutation breaks a v2beta1/controller rule."""
+    good = mpijob.build(options(gpu="gpu:1"))
+    validate_mpijob(good)
+    mutations = [
+        ("spec", "slotsPerWorkers", 1),                       # misspelt field
+        ("spec", "launcherCreationPolicy", "WaitForWorkers"),
+        ("spec", "mpiImplementation", "MVAPICH"),
+        ("spec.runPolicy", "cleanPodPolicy", "Always"),
+        ("spec.runPolicy", "backoffLimit", -1),
+        ("spec.runPolicy", "ttlSecondsAfterFinished", 2 ** 31),
+        ("spec.mpiReplicaSpecs.Launcher", "replicas", 2),
+        ("spec.mpiReplicaSpecs.Worker", "replicas", 0),
+        ("spec.mpiReplicaSpecs.Worker", "restartPolicy", "Always"),
+        ("spec.mpiReplicaSpecs", "Chief", {"replicas": 1}),
+        ("metadata", "name", "Resnet_1"),
+        ("", "apiVersion", "kubeflow.org/v1"),
+    ]
+    for path, key, value in mutations:
+        job = json.loads(json.dumps(good))
+        node = job
+        for part in filter(None, path.split(".")):
+            node = node[part]
+        node[key] = value
+        with pytest.raises(jsonschema.ValidationError):
+            validate_mpijob(job)
+    job = json.loads(json.dumps(good))
+    del job["spec"]["mpiReplicaSpecs"]["Launcher"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate_mpijob(job)
+
+
+def test_pod_template_schema_is_strict():
+    template = mpijob.build(options(gpu="gpu:1"))["spec"]["mpiReplicaSpecs"]["Worker"][
+        "template"]
+    template["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": "IPC_LOCK"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_pod_template(template)
+
+
+def test_names_are_deterministic_dns_labels():
+    a = mpijob.job_name("run-1", "train")
+    assert a == mpijob.job_name("run-1", "train")
+    assert a != mpijob.job_name("run-2", "train") != mpijob.job_name("run-1", "train-2")
+    long = mpijob.job_name("r" * 300, "Task With Spaces/and_underscores" * 5,
+                           prefix="My_Very Long Prefix For A ResNet Job!")
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", long)
+    assert mpijob.check_name(long, workers=1000) == long
+    assert len(f"{long}-worker-999") <= 63
+
+
+@pytest.mark.parametrize("bad", ["Upper", "under_score", "-lead", "trail-", "", "a" * 41])
+def test_bad_names_are_refused(bad):
+    with pytest.raises(ValueError, match="DNS-1123"):
+        mpijob.build(options(name=bad))
+
+
+@pytest.mark.parametrize("field,value,accepted", [
+    ("workers", 0, ">= 1"),
+    ("slots_per_worker", 0, ">= 1"),
+    ("clean_pod_policy", "Always", "'Running', 'All', 'None'"),
+    ("launcher_creation_policy", "Eager", "'AtStartup', 'WaitForWorkersReady'"),
+    ("mpi_implementation", "MVAPICH", "'OpenMPI', 'Intel', 'MPICH'"),
+    ("nccl_debug", "LOUD", "'VERSION', 'WARN', 'INFO', 'TRACE'"),
+    ("nccl_net_gdr_level", "NEAR", "'LOC', 'PIX', 'PXB', 'PHB', 'SYS'"),
+    ("rdma_resource", "nvidia.com/rdma", "rdma/rdma_shared_device_a"),
+    ("nccl_ib_hca", "mlx5 0", "mlx5_0,mlx5_1"),
+    ("nccl_socket_ifname", "eth 0", "'eth0'"),
+    ("multus_networks", "Bad_Net", "namespace/]name"),
+    ("shm_size", "lots", "'16Gi'"),
+    ("backoff_limit", -1, "non-negative"),
+    ("active_deadline_seconds", 0, ">= 1"),
+    ("gpu", "gpu:1.5", "accepted"),
+    ("program", (), "argv"),
+    ("env", {"1BAD": "x"}, "C identifiers"),
+    ("namespace", "Bad NS", "DNS-1123"),
+    ("scheduler_name", "Kai Scheduler", "kai-scheduler"),
+])
+def test_bad_options_name_the_accepted_values(field, value, accepted):
+    with pytest.raises(ValueError) as e:
+        mpijob.build(options(**{field: value}))
+    assert accepted in str(e.value)
+
+
+def test_explicit_slots_and_scheduler():
+    job = mpijob.build(options(gpu="fraction:0.25", slots_per_worker=4,
+                               scheduler_name="kai-scheduler", workers=3))
+    assert job["spec"]["slotsPerWorker"] == 4
+    cmd = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "command"]
+    assert cmd[cmd.index("-np") + 1] == "12"
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"][
+        "schedulerName"] == "kai-scheduler"
+
+
+def test_mpirun_other_implementations():
+    cmd = mpijob.mpirun_command(4, ["NCCL_DEBUG"], ["python", "t.py"], "Intel")
+    assert cmd == ["mpirun", "-n", "4", "-genvlist", "LD_LIBRARY_PATH,PATH,NCCL_DEBUG",
+                   "python", "t.py"]
+
+
+def test_same_options_same_job():
+    assert mpijob.build(golden_options()) == mpijob.build(golden_options())
