@@ -1,0 +1,291 @@
+"""A local double of the Kubernetes API server for ``kfp-gpu doctor``.
+
+Real HTTP on 127.0.0.1 (random port), with the API server's semantics for what doctor
+reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behaviour):
+
+- Authentication: ``Authorization: Bearer <token>``; a missing or unknown token gets
+  ``401`` with a ``Status`` (reason ``Unauthorized``) on every path.
+- Impersonation (``Impersonate-User``): allowed only if the caller may ``impersonate`` the
+  target -- ``serviceaccounts`` (core group, the SA's namespace, resourceName = SA name) for
+  ``system:serviceaccount:<ns>:<name>``, ``users`` otherwise; else ``403``
+  (``... cannot impersonate resource "serviceaccounts" ...``). The impersonated
+  ServiceAccount gets the groups the API server adds (``system:serviceaccounts``,
+  ``system:serviceaccounts:<ns>``, ``system:authenticated``).
+- Authorization: RBAC rules (apiGroups / resources incl. ``sub/resource`` / verbs,
+  ``*`` wildcards, optional resourceNames) from ``Role``+``RoleBinding`` objects (e.g. the
+  rendered manifests/rbac) and cluster-wide grants per user or group; a refused request
+  gets ``403`` ``Forbidden`` with the API server's message form.
+- ``GET /api/v1/nodes``: a ``NodeList`` of the recorded Node objects
+  (tests/doubles/k8s_cluster_nodes.json). Needs ``list nodes`` (cluster scope).
+- ``GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/<name>``: the CRD or ``404``
+  ``NotFound``. Needs ``get customresourcedefinitions`` (apiextensions.k8s.io).
+- ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: allowed for every
+  authenticated user (the ``system:basic-user`` ClusterRole); answers for the effective
+  (possibly impersonated) user with ``status.allowed`` and, when allowed, a ``reason``
+  naming the binding, as the RBAC authorizer does.
+
+Every request is recorded (method, path, effective user, impersonated-by) in
+:attr:`FakeCluster.requests`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+NODES_FILE = Path(__file__).with_name("k8s_cluster_nodes.json")
+CRD_PREFIX = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def recorded_nodes() -> list[dict]:
+    """The recorded Node objects (a deep copy each call)."""
+    return json.loads(NODES_FILE.read_text())["items"]
+
+
+def mpijob_crd(versions=(("v2beta1", True, True),)) -> dict:
+    """The MPI Operator's CRD as v0.6.0 installs it (only the fields doctor reads + names)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "mpijobs.kubeflow.org",
+                     "annotations": {"controller-gen.kubebuilder.io/version": "v0.14.0"}},
+        "spec": {"group": "kubeflow.org", "scope": "Namespaced",
+                 "names": {"kind": "MPIJob", "listKind": "MPIJobList", "plural": "mpijobs",
+                           "singular": "mpijob", "shortNames": ["mj", "mpij"]},
+                 "versions": [{"name": n, "served": s, "storage": st,
+                               "schema": {"openAPIV3Schema": {"type": "object"}},
+                               "subresources": {"status": {}}}
+                              for n, s, st in versions]},
+        "status": {"acceptedNames": {"kind": "MPIJob", "plural": "mpijobs"},
+                   "storedVersions": [n for n, _, st in versions if st]},
+    }
+
+
+def kai_queue_crd() -> dict:
+    """KAI Scheduler's Queue CRD (scheduling.run.ai), names + versions only."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "queues.scheduling.run.ai"},
+            "spec": {"group": "scheduling.run.ai", "scope": "Cluster",
+                     "names": {"kind": "Queue", "plural": "queues"},
+                     "versions": [{"name": "v2", "served": True, "storage": True}]}}
+
+
+ADMIN_RULES = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+
+
+@dataclass
+class FakeCluster:
+    """The double. ``tokens``: token -> (user, groups). ``cluster_grants``: user or group ->
+    cluster-wide rules. ``rbac_objects``: Role / RoleBinding dicts (namespaced grants)."""
+
+    nodes: list = field(default_factory=recorded_nodes)
+    crds: dict = field(default_factory=lambda: {"mpijobs.kubeflow.org": mpijob_crd()})
+    tokens: dict = field(default_factory=lambda: {
+        "admin-token": ("kubernetes-admin", ["system:masters", "system:authenticated"])})
+    cluster_grants: dict = field(default_factory=lambda: {"system:masters": ADMIN_RULES})
+    rbac_objects: list = field(default_factory=list)
+    requests: list = field(default_factory=list)
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "FakeCluster":
+        handler = type("Handler", (_Handler,), {"cluster": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def kubeconfig(self, path: Path, token: str = "admin-token") -> Path:
+        """Write a kubeconfig pointing at this server with a bearer token."""
+        import yaml
+
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "u", "user": {"token": token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+        }))
+        return path
+
+    # ------------------------------------------------------------------ RBAC
+    def _rules(self, user: str, groups: list[str], namespace: str) -> list[tuple[dict, str]]:
+        out = []
+        for subject in [user, *groups]:
+            for rule in self.cluster_grants.get(subject, []):
+                out.append((rule, f"cluster grant to {subject}"))
+        roles = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o
+                 for o in self.rbac_objects if o["kind"] == "Role"}
+        for rb in (o for o in self.rbac_objects if o["kind"] == "RoleBinding"):
+            ns = rb["metadata"].get("namespace")
+            if namespace != ns:
+                continue
+            bound = False
+            for s in rb.get("subjects", []):
+                if s["kind"] == "ServiceAccount":
+                    bound |= user == f"system:serviceaccount:{s.get('namespace', ns)}:{s['name']}"
+                elif s["kind"] == "User":
+                    bound |= user == s["name"]
+                elif s["kind"] == "Group":
+                    bound |= s["name"] in groups
+            role = roles.get((ns, rb["roleRef"]["name"]))
+            if bound and role:
+                for rule in role.get("rules", []):
+                    out.append((rule, f'RBAC: allowed by RoleBinding "{rb["metadata"]["name"]}'
+                                      f'/{ns}" of Role "{role["metadata"]["name"]}" to '
+                                      f'ServiceAccount "{user.rsplit(":", 1)[-1]}/{ns}"'))
+        return out
+
+    def authorize(self, user: str, groups: list[str], verb: str, group: str, resource: str,
+                  namespace: str = "", name: str = "") -> tuple[bool, str]:
+        for rule, why in self._rules(user, groups, namespace):
+            if not ({"*", group} & set(rule.get("apiGroups", []))):
+                continue
+            if not ({"*", resource} & set(rule.get("resources", []))):
+                continue
+            if not ({"*", verb} & set(rule.get("verbs", []))):
+                continue
+            if rule.get("resourceNames") and name not in rule["resourceNames"]:
+                continue
+            return True, why
+        return False, ""
+
+
+def _status(code: int, reason: str, message: str, details: dict | None = None) -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "details": details or {}, "code": code}
+
+
+def _forbidden_msg(user, verb, group, resource, namespace, name=""):
+    target = resource.split("/")[0]
+    what = f'{target} "{name}" is forbidden' if name else f"{target} is forbidden"
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    sub = f" {resource}" if "/" in resource else f' resource "{resource}"'
+    return (f'{what}: User "{user}" cannot {verb}{sub} in API group "{group}" {scope}')
+
+
+class _Handler(BaseHTTPRequestHandler):
+    cluster: FakeCluster
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def _send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _identity(self):
+        """(user, groups, impersonator) or None after sending 401/403."""
+        c = self.cluster
+        auth = self.headers.get("Authorization", "")
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        if token not in c.tokens:
+            self._send(401, _status(401, "Unauthorized", "Unauthorized"))
+            return None
+        user, groups = c.tokens[token]
+        target = self.headers.get("Impersonate-User")
+        if not target:
+            return user, list(groups), ""
+        if target.startswith("system:serviceaccount:"):
+            _, _, ns, name = target.split(":", 3)
+            ok, _ = c.authorize(user, groups, "impersonate", "", "serviceaccounts", ns, name)
+            if not ok:
+                self._send(403, _status(403, "Forbidden", _forbidden_msg(
+                    user, "impersonate", "", "serviceaccounts", ns, name)))
+                return None
+            return target, ["system:serviceaccounts", f"system:serviceaccounts:{ns}",
+                            "system:authenticated"], user
+        ok, _ = c.authorize(user, groups, "impersonate", "", "users", "", target)
+        if not ok:
+            self._send(403, _status(403, "Forbidden", _forbidden_msg(
+                user, "impersonate", "", "users", "", target)))
+            return None
+        return target, ["system:authenticated"], user
+
+    def _check(self, who, verb, group, resource, namespace="", name="") -> bool:
+        user, groups, _ = who
+        ok, _ = self.cluster.authorize(user, groups, verb, group, resource, namespace, name)
+        if not ok:
+            self._send(403, _status(403, "Forbidden", _forbidden_msg(
+                user, verb, group, resource, namespace, name),
+                {"kind": resource, "name": name} if name else {"kind": resource}))
+        return ok
+
+    def _record(self, who) -> None:
+        self.cluster.requests.append({"method": self.command, "path": urlsplit(self.path).path,
+                                      "user": who[0] if who else None,
+                                      "impersonated_by": who[2] if who else None})
+
+    def do_GET(self):
+        path = urlsplit(self.path).path
+        who = self._identity()
+        self._record(who)
+        if who is None:
+            return
+        c = self.cluster
+        if path == "/api/v1/nodes":
+            if self._check(who, "list", "", "nodes"):
+                self._send(200, {"kind": "NodeList", "apiVersion": "v1",
+                                 "metadata": {"resourceVersion": "4711"},
+                                 "items": copy.deepcopy(c.nodes)})
+            return
+        if path.startswith(CRD_PREFIX):
+            name = path[len(CRD_PREFIX):]
+            if not self._check(who, "get", "apiextensions.k8s.io",
+                               "customresourcedefinitions", "", name):
+                return
+            if name not in c.crds:
+                self._send(404, _status(404, "NotFound", f'customresourcedefinitions.'
+                                        f'apiextensions.k8s.io "{name}" not found',
+                                        {"name": name, "group": "apiextensions.k8s.io",
+                                         "kind": "customresourcedefinitions"}))
+                return
+            self._send(200, copy.deepcopy(c.crds[name]))
+            return
+        self._send(404, _status(404, "NotFound", "the server could not find the requested "
+                                "resource"))
+
+    def do_POST(self):
+        path = urlsplit(self.path).path
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        who = self._identity()
+        self._record(who)
+        if who is None:
+            return
+        if path != SSAR_PATH:
+            self._send(404, _status(404, "NotFound", "the server could not find the "
+                                    "requested resource"))
+            return
+        try:
+            body = json.loads(raw)
+            attrs = body["spec"]["resourceAttributes"]
+        except (ValueError, KeyError, TypeError):
+            self._send(400, _status(400, "BadRequest", "invalid SelfSubjectAccessReview"))
+            return
+        resource = attrs.get("resource", "")
+        if attrs.get("subresource"):
+            resource += "/" + attrs["subresource"]
+        ok, why = self.cluster.authorize(who[0], who[1], attrs.get("verb", ""),
+                                         attrs.get("group", ""), resource,
+                                         attrs.get("namespace", ""), attrs.get("name", ""))
+        body.setdefault("metadata", {})["creationTimestamp"] = None
+        body["status"] = {"allowed": ok, **({"reason": why} if ok else {})}
+        self._send(201, body)

@@ -1,0 +1,185 @@
+"""kfp-gpu submit against a local KFP v2beta1 API double (real HTTP, tests/doubles/kfp_api.py).
+
+Covers: upload + idempotent versions, experiment reuse, typed parameters, waiting with
+progress, SUCCEEDED / FAILED / timeout exit codes, 401 / 403 refusals, token from the
+environment or the ServiceAccount token file. Opt-in e2e against a real KFP at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from kfp_gpu import catalog, submit
+from tests.doubles.kfp_api import FakeKfp
+
+REPO = Path(__file__).resolve().parents[1]
+PIPELINE = "imdb-lstm"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    # kfp.Client reads/writes ~/.config/kfp/context.json; no token unless a test sets one.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv(submit.TOKEN_ENV, raising=False)
+    monkeypatch.setenv(submit.TOKEN_PATH_ENV, str(tmp_path / "no-token"))
+    for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def cli(*args: str):
+    app = typer.Typer()
+    app.command()(submit.submit_command)
+    return CliRunner().invoke(app, list(args))
+
+
+def _spec() -> dict:
+    path, _ = submit.resolve_pipeline(PIPELINE)
+    return next(yaml.safe_load_all(path.read_text()))
+
+
+def test_upload_run_wait_succeeded_and_rerun_is_idempotent(monkeypatch):
+    spec_inputs = _spec()["root"]["inputDefinitions"]["parameters"]
+    int_param = next(k for k, v in spec_inputs.items() if v["parameterType"] == "NUMBER_INTEGER")
+    with FakeKfp(tokens={"s3cret"}) as kfp:
+        monkeypatch.setenv(submit.TOKEN_ENV, "s3cret")
+        first = cli(PIPELINE, "--host", kfp.url, "--experiment", "ci", "--param",
+                    f"{int_param}=3", "--version", "abc123", "--wait", "--timeout", "30",
+                    "--poll", "0.05")
+        assert first.exit_code == 0, first.output
+        (run_id,) = kfp.runs
+        assert f"{kfp.url}/#/runs/details/{run_id}" in first.output
+        # Progress: each state change printed once, in order.
+        states = [s for s in ("PENDING", "RUNNING", "SUCCEEDED") if f"] {s}" in first.output]
+        assert states == ["PENDING", "RUNNING", "SUCCEEDED"]
+        assert kfp.runs[run_id]["runtime_config"]["parameters"] == {int_param: 3}
+        names = sorted(v["display_name"] for v in kfp.versions.values())
+        assert names == sorted([PIPELINE, "abc123"])  # first version is the server's default
+
+        second = cli(PIPELINE, "--host", kfp.url, "--experiment", "ci", "--version", "abc123")
+        assert second.exit_code == 0, second.output
+        assert "already uploaded" in second.output
+        assert len(kfp.pipelines) == 1 and len(kfp.versions) == 2
+        assert len(kfp.experiments) == 1 and len(kfp.runs) == 2
+        uploads = [r for r in kfp.requests if r["path"].endswith(("/upload", "/upload_version"))]
+        assert len(uploads) == 2  # nothing uploaded the second time
+        # Both runs point at the same named version.
+        refs = {r["pipeline_version_reference"]["pipeline_version_id"] for r in kfp.runs.values()}
+        assert len(refs) == 1 and kfp.versions[refs.pop()]["display_name"] == "abc123"
+
+
+def test_new_commit_adds_a_version(monkeypatch):
+    with FakeKfp() as kfp:
+        monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123")
+        assert cli(PIPELINE, "--host", kfp.url).exit_code == 0
+        monkeypatch.setenv("GITHUB_SHA", "fedcba98765432100000")
+        assert cli(PIPELINE, "--host", kfp.url).exit_code == 0
+        names = sorted(v["display_name"] for v in kfp.versions.values())
+        assert names == sorted([PIPELINE, "0123456789ab", "fedcba987654"])
+
+
+def test_failed_run_exits_nonzero_with_reason():
+    with FakeKfp(script=[("PENDING", 0.05), ("RUNNING", 0.1), ("FAILED", 0)]) as kfp:
+        res = cli(PIPELINE, "--host", kfp.url, "--version", "v1", "--wait", "--poll", "0.05")
+        assert res.exit_code == 1
+        assert "FAILED" in res.output and "OOMKilled" in res.output
+        assert f"task {kfp.failed_task} failed" in res.output
+
+
+def test_timeout_exits_nonzero():
+    with FakeKfp(script=[("RUNNING", 0)]) as kfp:
+        res = cli(PIPELINE, "--host", kfp.url, "--version", "v1", "--wait", "--timeout", "0.4",
+                  "--poll", "0.1")
+        assert res.exit_code == 1
+        assert "timed out after 0.4s with the run still RUNNING" in res.output
+
+
+def test_wait_for_run_timeout_uses_the_clock():
+    """The wait loop itself, with a fake clock: it stops at the timeout, not before."""
+    class Client:
+        calls = 0
+
+        def get_run(self, run_id):
+            Client.calls += 1
+            return type("Run", (), {"state": "RUNNING", "run_details": None, "error": None})()
+
+    now = [0.0]
+    out = submit.wait_for_run(Client(), "r1", "u", timeout=60, poll=10, echo=lambda s: None,
+                              clock=lambda: now[0],
+                              sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert out.code == 1 and out.state == "RUNNING" and now[0] == 60
+    assert Client.calls == 7  # t = 0, 10, ..., 60
+
+
+def test_unauthenticated_is_refused_fast_with_reason():
+    with FakeKfp(tokens={"right"}) as kfp:
+        res = cli(PIPELINE, "--host", kfp.url)
+        assert res.exit_code == 1
+        assert "HTTP 401" in res.output and "Unauthenticated" in res.output
+        assert not kfp.pipelines and not kfp.runs
+
+
+def test_forbidden_write_is_reported(monkeypatch, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("viewer\n")
+    monkeypatch.setenv(submit.TOKEN_PATH_ENV, str(token_file))  # the SA token path
+    with FakeKfp(read_only_tokens={"viewer"}) as kfp:
+        res = cli(PIPELINE, "--host", kfp.url, "--version", "v1")
+        assert res.exit_code == 1
+        assert "HTTP 403" in res.output and "PermissionDenied" in res.output
+        assert not kfp.pipelines
+
+
+def test_bad_input_fails_before_any_request():
+    with FakeKfp() as kfp:
+        res = cli("no-such-pipeline", "--host", kfp.url)
+        assert res.exit_code == 2 and all(n in res.output for n in catalog.PIPELINES)
+        res = cli(PIPELINE, "--host", kfp.url, "--param", "nope=1")
+        assert res.exit_code == 2 and "unknown pipeline parameter 'nope'" in res.output
+        res = cli(PIPELINE, "--host", kfp.url, "--param", "novalue")
+        assert res.exit_code == 2
+        assert kfp.requests == []
+
+
+def test_yaml_path_and_typed_params(tmp_path):
+    spec = _spec()
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    for name, d in params.items():
+        raw = {"NUMBER_INTEGER": "7", "NUMBER_DOUBLE": "0.5", "BOOLEAN": "true",
+               "STRING": "x", "LIST": "[1, 2]", "STRUCT": '{"a": 1}'}[d["parameterType"]]
+        value = submit.parse_params([f"{name}={raw}"], spec)[name]
+        assert type(value).__name__ == {"NUMBER_INTEGER": "int", "NUMBER_DOUBLE": "float",
+                                        "BOOLEAN": "bool", "STRING": "str", "LIST": "list",
+                                        "STRUCT": "dict"}[d["parameterType"]]
+    ints = [n for n, d in params.items() if d["parameterType"] == "NUMBER_INTEGER"]
+    if ints:
+        with pytest.raises(ValueError, match="NUMBER_INTEGER"):
+            submit.parse_params([f"{ints[0]}=1.5"], spec)
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(submit.resolve_pipeline(PIPELINE)[0].read_text())
+    assert submit.resolve_pipeline(str(copy)) == (copy, spec["pipelineInfo"]["name"])
+
+
+def test_default_version_name(monkeypatch):
+    monkeypatch.setenv("CI_COMMIT_SHA", "a" * 40)
+    assert submit.default_version_name() == "a" * 12
+    monkeypatch.delenv("CI_COMMIT_SHA")
+    name = submit.default_version_name()
+    assert name.startswith("v") or len(name.split("-")[0]) == 12
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not os.environ.get("KFP_GPU_E2E_HOST"),
+                    reason="set KFP_GPU_E2E_HOST (and KFP_TOKEN) to submit to a real KFP")
+def test_e2e_submit_real_kfp():
+    res = cli(os.environ.get("KFP_GPU_E2E_PIPELINE", PIPELINE), "--host",
+              os.environ["KFP_GPU_E2E_HOST"], "--experiment", "kfp-gpu-e2e",
+              *(["--namespace", os.environ["KFP_GPU_E2E_NAMESPACE"]]
+                if os.environ.get("KFP_GPU_E2E_NAMESPACE") else []),
+              "--wait", "--timeout", os.environ.get("KFP_GPU_E2E_TIMEOUT", "3600"), "--poll", "15")
+    assert res.exit_code == 0, res.output
