@@ -173,6 +173,7 @@ class FakeKube:
         self.deletes: list[dict] = []  # {"name", "namespace", "propagationPolicy"}
         self.active_watches = 0
         self.watch_count = 0
+        self.gone_sent = 0  # watch streams answered with a 410 ERROR event
         self._faults: list[_Fault] = []
         self.controller: ScriptedController | None = ScriptedController()
         self._server: ThreadingHTTPServer | None = None
@@ -570,6 +571,8 @@ class _Handler(BaseHTTPRequestHandler):
                     too_old = last < kube._floor
                     floor = kube._floor
                 if too_old:
+                    with kube._lock:
+                        kube.gone_sent += 1
                     err = status_body(410, "Expired",
                                       f"too old resource version: {last} ({floor})")
                     self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")

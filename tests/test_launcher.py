@@ -1,0 +1,361 @@
+"""MPIJob launcher against the real-HTTP Kubernetes API double (tests/doubles/k8s_api.py),
+plus the metrics/model helpers, plus an opt-in end-to-end test on a real cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from kfp_gpu import launcher, mpijob
+from tests.doubles.k8s_api import FakeKube, ScriptedController
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = launcher.Backoff(initial_s=0.01, factor=2.0, maximum_s=0.05, attempts=5)
+MPIJOBS = "/mpijobs"
+
+
+def make_job(name: str = "resnet-test-1", ns: str = "ml") -> dict:
+    return mpijob.build(mpijob.MPIJobOptions(
+        name=name, namespace=ns, image="horovod:test", program=("kfp-gpu", "train-resnet"),
+        gpu="gpu:2", workers=2, rdma=True))
+
+
+@pytest.fixture()
+def kube():
+    with FakeKube() as k:
+        yield k
+
+
+def run(kube, job, record, **kw):
+    lines: list[str] = []
+    kw.setdefault("backoff", FAST)
+    kw.setdefault("watch_timeout_s", 5)
+    kw.setdefault("log_poll_s", 0.05)
+    kw.setdefault("handle_sigterm", False)
+    result = launcher.launch(job, record, kube.api_client(), log_sink=lines.append, **kw)
+    return result, lines
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def in_thread(fn, *args, **kwargs):
+    out: dict = {}
+
+    def target():
+        try:
+            out["result"] = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_success_records_first_streams_logs_and_returns(kube, tmp_path):
+    metrics = {"img_per_sec_per_gpu": 101.5, "img_per_sec_total": 406.0, "world_size": 4}
+    log = ["hvd.init: 4 ranks", "step 10 loss 6.9", "METRICS " + json.dumps(metrics)]
+    kube.controller = ScriptedController(outcome="Succeeded", log=log)
+    record = tmp_path / "out" / "mpijob.json"
+    job = make_job()
+    result, lines = run(kube, job, record)
+
+    assert result.status == "Succeeded" and not result.reattached
+    stored = kube.get_object("mpijobs", "ml", "resnet-test-1")
+    rec = json.loads(record.read_text())
+    assert rec == {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "namespace": "ml",
+                   "name": "resnet-test-1", "uid": stored["metadata"]["uid"]}
+    assert result.record.uid == stored["metadata"]["uid"]
+    assert lines == log and result.log_tail == log
+    assert [c["type"] for c in result.conditions if c["status"] == "True"] == [
+        "Created", "Succeeded"]
+    assert kube.count("POST", MPIJOBS) == 1
+    # what was posted is the built MPIJob
+    posted = next(r.body for r in kube.requests if r.method == "POST")
+    assert posted["spec"] == job["spec"]
+    assert launcher.metrics_from_log(result.log_tail) == metrics
+    # the pods were found by the MPI Operator's labels
+    pod_lists = [r for r in kube.requests if r.path.endswith("/pods")]
+    assert pod_lists and all(r.query["labelSelector"] == [
+        "training.kubeflow.org/job-name=resnet-test-1,training.kubeflow.org/job-role=launcher"]
+        for r in pod_lists)
+
+
+def test_failure_carries_reason_message_and_last_log_lines(kube, tmp_path):
+    log = [f"step {i}" for i in range(80)] + ["Traceback (most recent call last):",
+                                              "RuntimeError: NCCL error: unhandled system error"]
+    kube.controller = ScriptedController(outcome="Failed", reason="BackoffLimitExceeded",
+                                         message="Job has reached the specified backoff limit",
+                                         log=log, step_s=0.002)
+    with pytest.raises(launcher.MPIJobFailed) as e:
+        run(kube, make_job(), tmp_path / "rec.json", tail_lines=20)
+    err = e.value
+    assert err.reason == "BackoffLimitExceeded"
+    assert err.message == "Job has reached the specified backoff limit"
+    assert err.log_tail == log[-20:]
+    text = str(err)
+    assert "BackoffLimitExceeded" in text and "NCCL error: unhandled system error" in text
+    assert "step 59" not in text  # only the tail
+    assert any("BackoffLimitExceeded" in ev for ev in err.events)
+    assert (tmp_path / "rec.json").exists()
+
+
+def test_watch_expiry_410_relists_and_continues(kube, tmp_path):
+    gate = threading.Event()
+    kube.controller = ScriptedController(outcome="Succeeded", log=["a", "b"], gate=gate)
+    t, out = in_thread(run, kube, make_job(), tmp_path / "rec.json")
+    wait_for(lambda: kube.active_watches >= 1 and launcher.phase(
+        kube.get_object("mpijobs", "ml", "resnet-test-1") or {}) == "Running",
+        what="a watch on the running job")
+    lists_before = sum(1 for r in kube.requests if r.path.endswith(MPIJOBS)
+                       and "watch" not in r.query and r.method == "GET")
+    watches_before = kube.watch_count
+    kube.expire_watches()
+    # the launcher's resumed watch gets 410, it re-lists, then watches again
+    wait_for(lambda: kube.gone_sent >= 1 and kube.watch_count >= watches_before + 2
+             and kube.active_watches >= 1, what="a fresh watch after 410")
+    gate.set()
+    t.join(20)
+    assert "error" not in out, out.get("error")
+    result, _ = out["result"]
+    assert result.status == "Succeeded"
+    lists_after = sum(1 for r in kube.requests if r.path.endswith(MPIJOBS)
+                      and "watch" not in r.query and r.method == "GET")
+    assert lists_after == lists_before + 1
+    assert kube.count("POST", MPIJOBS) == 1
+
+
+def test_watch_timeout_resumes_from_last_version_without_relisting(kube, tmp_path):
+    gate = threading.Event()
+    kube.controller = ScriptedController(outcome="Succeeded", log=["a"], gate=gate)
+    t, out = in_thread(run, kube, make_job(), tmp_path / "rec.json", watch_timeout_s=1)
+    wait_for(lambda: kube.watch_count >= 3, timeout=15, what="watches ended by timeoutSeconds")
+    gate.set()
+    t.join(20)
+    assert out["result"][0].status == "Succeeded"
+    lists = [r for r in kube.requests if r.path.endswith(MPIJOBS) and r.method == "GET"
+             and "watch" not in r.query]
+    assert len(lists) == 1 and kube.gone_sent == 0
+    watches = [r for r in kube.requests if "watch" in r.query]
+    assert all(w.query["timeoutSeconds"] == ["1"] for w in watches)
+    assert all(int(w.query["resourceVersion"][0]) > 0 for w in watches)
+
+
+def test_api_500_then_recovery(kube, tmp_path):
+    kube.controller = ScriptedController(outcome="Succeeded", log=["ok"])
+    kube.fail_next(2, 500, method="POST")
+    kube.fail_next(2, 503, method="GET", path_contains=MPIJOBS)
+    result, lines = run(kube, make_job(), tmp_path / "rec.json")
+    assert result.status == "Succeeded" and lines == ["ok"]
+    posts = [r.status for r in kube.requests if r.method == "POST"]
+    assert posts == [500, 500, 201]
+    assert [r.status for r in kube.requests if r.method == "GET" and MPIJOBS in r.path][:2] == [
+        503, 503]
+    assert len([k for k in kube.objects if k[0] == "mpijobs"]) == 1
+
+
+def test_connection_reset_then_recovery(kube, tmp_path):
+    kube.controller = ScriptedController(outcome="Succeeded", log=["ok"])
+    kube.reset_next(2, method="GET", path_contains=MPIJOBS)
+    result, _ = run(kube, make_job(), tmp_path / "rec.json")
+    assert result.status == "Succeeded"
+    assert sum(1 for r in kube.requests if r.status == -1) == 2
+
+
+def test_persistent_5xx_gives_up_after_bounded_retries(kube, tmp_path):
+    kube.fail_next(100, 500, method="POST")
+    t0 = time.monotonic()
+    with pytest.raises(ApiException) as e:
+        run(kube, make_job(), tmp_path / "rec.json")
+    assert e.value.status == 500
+    assert kube.count("POST", MPIJOBS) == FAST.attempts
+    assert time.monotonic() - t0 < 5
+    assert not (tmp_path / "rec.json").exists()
+
+
+def test_non_transient_error_is_not_retried(kube, tmp_path):
+    kube.fail_next(5, 403, method="POST")
+    with pytest.raises(ApiException) as e:
+        run(kube, make_job(), tmp_path / "rec.json")
+    assert e.value.status == 403 and kube.count("POST", MPIJOBS) == 1
+
+
+def test_relaunch_with_record_reattaches_without_create(kube, tmp_path):
+    kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
+    record = tmp_path / "rec.json"
+    # attempt 1 created the MPIJob and wrote the record, then its pod died
+    first = launcher.Launcher(kube.api_client(), backoff=FAST)
+    obj, reattached = first.create_or_attach(make_job(), record)
+    assert not reattached
+    # attempt 2
+    result, _ = run(kube, make_job(), record)
+    assert result.reattached and result.record.uid == obj["metadata"]["uid"]
+    assert kube.count("POST", MPIJOBS) == 1
+
+
+def test_relaunch_without_record_gets_409_and_reattaches(kube, tmp_path):
+    kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
+    first = launcher.Launcher(kube.api_client(), backoff=FAST)
+    obj, _ = first.create_or_attach(make_job(), tmp_path / "lost.json")
+    result, _ = run(kube, make_job(), tmp_path / "new.json")
+    assert result.reattached and result.record.uid == obj["metadata"]["uid"]
+    assert [r.status for r in kube.requests if r.method == "POST"] == [201, 409]
+    assert len([k for k in kube.objects if k[0] == "mpijobs"]) == 1
+    assert json.loads((tmp_path / "new.json").read_text())["uid"] == obj["metadata"]["uid"]
+
+
+def test_record_of_a_deleted_job_leads_to_a_new_one(kube, tmp_path):
+    kube.controller = ScriptedController(outcome="Succeeded", log=["x"])
+    record = tmp_path / "rec.json"
+    record.write_text(json.dumps({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                                  "namespace": "ml", "name": "resnet-test-1", "uid": "old"}))
+    result, _ = run(kube, make_job(), record)
+    assert not result.reattached and result.record.uid != "old"
+    assert kube.count("POST", MPIJOBS) == 1
+
+
+def test_job_deleted_by_someone_else_fails(kube, tmp_path):
+    kube.controller = ScriptedController(outcome=None, log=["running"])
+    t, out = in_thread(run, kube, make_job(), tmp_path / "rec.json")
+    wait_for(lambda: kube.active_watches >= 1 and (tmp_path / "rec.json").exists())
+    kube.delete_object("mpijobs", "ml", "resnet-test-1", "Background")
+    t.join(20)
+    assert isinstance(out.get("error"), launcher.MPIJobFailed)
+    assert out["error"].reason == "Deleted"
+
+
+def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
+    kube.controller = ScriptedController(outcome=None, log=["training step 1"])
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(mpijob.to_yaml(make_job()))
+    record = tmp_path / "rec.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kfp_gpu.launcher", "--job", str(job_file), "--record",
+         str(record), "--host", kube.host, "--backoff-initial", "0.01"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+    try:
+        # cancel while it runs: record written, watching, the launcher log streamed
+        wait_for(lambda: record.exists() and kube.active_watches >= 1
+                 and "training step 1\n" in seen, timeout=60, what="launcher watching")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        reader.join(5)
+        stderr = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == launcher.EXIT_CANCELLED, stderr
+    assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
+                             "propagationPolicy": "Foreground"}]
+    assert "propagationPolicy Foreground" in stderr
+    wait_for(lambda: kube.get_object("mpijobs", "ml", "resnet-test-1") is None,
+             what="the MPIJob and its launcher pod gone")
+    assert not [k for k in kube.objects if k[0] == "pods"]
+
+
+# ---------------------------------------------------------------- metrics / model helpers
+def test_metrics_from_log_takes_the_last_metrics_line():
+    lines = ["METRICS {\"img_per_sec_total\": 1.0}", "noise",
+             "[1,0]<stdout>:METRICS {\"img_per_sec_total\": 2.5, \"world_size\": 2}",
+             "METRICS {not json"]
+    assert launcher.metrics_from_log(lines) == {"img_per_sec_total": 2.5, "world_size": 2}
+    assert launcher.metrics_from_log(["no metrics here"]) is None
+
+
+def test_kfp_metrics_and_scaling_efficiency():
+    m = {"img_per_sec_total": 180.0, "world_size": 2, "weights_identical": True,
+         "mode": "benchmark", "ranks": [{}], "ms_per_step": 355.5}
+    out = launcher.kfp_metrics(m, single_img_per_sec=100.0)
+    assert out == {"img_per_sec_total": 180.0, "world_size": 2.0, "ms_per_step": 355.5,
+                   "scaling_efficiency": pytest.approx(0.9)}
+    with pytest.raises(ValueError):
+        launcher.scaling_efficiency(1.0, 0, 1.0)
+
+
+def test_fetch_model_from_a_shared_path_and_gcs(tmp_path):
+    from kfp_gpu import storage
+    from tests import gcs_emulator
+
+    src = tmp_path / "shared" / "model"
+    (src / "assets").mkdir(parents=True)
+    (src / "model.keras").write_bytes(b"weights")
+    (src / "assets" / "vocab.txt").write_text("a\nb\n")
+    names = launcher.fetch_model(str(src), tmp_path / "artifact")
+    assert names == ["assets/vocab.txt", "model.keras"]
+    assert (tmp_path / "artifact" / "model.keras").read_bytes() == b"weights"
+    with pytest.raises(FileNotFoundError):
+        launcher.fetch_model(str(tmp_path / "missing"), tmp_path / "x")
+    with gcs_emulator.running() as bucket:
+        storage.upload(src, f"gs://{bucket}/runs/r1/model")
+        names = launcher.fetch_model(f"gs://{bucket}/runs/r1/model", tmp_path / "from_gcs")
+        assert names == ["assets/vocab.txt", "model.keras"]
+        assert (tmp_path / "from_gcs" / "assets" / "vocab.txt").read_text() == "a\nb\n"
+        with pytest.raises(FileNotFoundError):
+            launcher.fetch_model(f"gs://{bucket}/runs/none", tmp_path / "y")
+
+
+def test_launch_refuses_a_non_mpijob(kube, tmp_path):
+    with pytest.raises(ValueError, match="kubeflow.org/v2beta1 MPIJob"):
+        run(kube, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}},
+            tmp_path / "r.json")
+    assert kube.count("POST") == 0
+
+
+# ---------------------------------------------------------------- opt-in, real cluster
+@pytest.mark.e2e
+@pytest.mark.skipif(not (os.environ.get("KUBECONFIG")
+                         and os.environ.get("KFP_GPU_E2E_MPIJOB") == "1"),
+                    reason="needs KUBECONFIG and KFP_GPU_E2E_MPIJOB=1 (a cluster with the "
+                           "MPI Operator; see docs/distributed.md)")
+def test_e2e_real_cluster(tmp_path):
+    """Creates a small MPIJob, follows it to Succeeded, re-attaches, then cleans up."""
+    from kfp_gpu import images
+
+    ns = os.environ.get("KFP_GPU_E2E_NAMESPACE", "default")
+    program = tuple(shlex.split(os.environ.get(
+        "KFP_GPU_E2E_PROGRAM",
+        "python -c \"import socket; print('rank on', socket.gethostname())\"")))
+    name = mpijob.job_name(f"e2e-{time.time_ns()}", "mpijob", prefix="kfp-gpu-e2e")
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name=name, namespace=ns, image=os.environ.get("KFP_GPU_E2E_IMAGE",
+                                                      images.image("horovod")),
+        program=program, gpu=os.environ.get("KFP_GPU_E2E_GPU", "none"),
+        workers=int(os.environ.get("KFP_GPU_E2E_WORKERS", "2")),
+        rdma=os.environ.get("KFP_GPU_E2E_RDMA") == "1", ttl_seconds_after_finished=600,
+        active_deadline_seconds=1800))
+    api = launcher.api_client()
+    record = tmp_path / "rec.json"
+    lines: list[str] = []
+    try:
+        result = launcher.launch(job, record, api, log_sink=lines.append,
+                                 handle_sigterm=False, watch_timeout_s=30)
+        assert result.status == "Succeeded"
+        assert result.log_tail, "no launcher log"
+        again = launcher.launch(job, record, api, handle_sigterm=False)
+        assert again.reattached and again.record.uid == result.record.uid
+    finally:
+        lc = launcher.Launcher(api)
+        lc.name, lc.namespace = name, ns
+        lc.delete()
