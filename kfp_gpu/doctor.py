@@ -37,7 +37,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -80,7 +79,7 @@ class Node:
     unschedulable: bool = False
 
     @classmethod
-    def from_api(cls, obj: dict) -> "Node":
+    def from_api(cls, obj: dict) -> Node:
         """From a Node object (JSON dict as the API returns it)."""
         from kubernetes.utils import parse_quantity
 
@@ -114,7 +113,7 @@ class Access:
     group: str
     resource: str
     verb: str
-    allowed: Optional[bool]
+    allowed: bool | None
     reason: str = ""
 
 
@@ -126,7 +125,7 @@ class ClusterFacts:
     nodes_error: str = ""
     crds: dict[str, Crd] = field(default_factory=dict)
     kfp_host: str = ""
-    kfp_ok: Optional[bool] = None
+    kfp_ok: bool | None = None
     kfp_detail: str = ""
     namespace: str = DEFAULT_NAMESPACE
     subject: str = ""
@@ -148,7 +147,7 @@ class Needs:
         source: where the needs came from, for the report.
     """
 
-    request: Optional[gpu_model.GpuRequest] = None
+    request: gpu_model.GpuRequest | None = None
     resources: dict[str, int] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     mpi: bool = False
@@ -197,12 +196,15 @@ def needs_from_request(request: gpu_model.GpuRequest, *, mpi: bool = False,
                        source: str = "") -> Needs:
     """Needs of one GPU request (resource names and selector from ``pod_fragment``)."""
     frag = request.pod_fragment()
-    res = {k: int(float(v)) for k, v in frag["resources"]["limits"].items()}
+    # HAMi's gpumem / gpucores are not node resources (its scheduler reads the node
+    # registration annotation): they are checked in _fits, not against allocatable.
+    res = {k: int(float(v)) for k, v in frag["resources"]["limits"].items()
+           if k not in (gpu_model.HAMI_MEM_RESOURCE, gpu_model.HAMI_CORES_RESOURCE)}
     return Needs(request=request, resources=res, node_selector=dict(frag["nodeSelector"]),
                  mpi=mpi, source=source or f"--gpu {request.to_text()}")
 
 
-def needs_from_pipeline(spec: dict, request: Optional[gpu_model.GpuRequest] = None,
+def needs_from_pipeline(spec: dict, request: gpu_model.GpuRequest | None = None,
                         source: str = "") -> Needs:
     """Needs of a compiled KFP pipeline (IR YAML loaded as dict).
 
@@ -241,6 +243,24 @@ def _fmt(q: float) -> str:
     return str(int(q)) if float(q).is_integer() else f"{q:g}"
 
 
+def hami_devices(node: Node) -> list[dict]:
+    """HAMi's registered devices on ``node``: ``[{"id", "memory_mib"}]`` ([] if none)."""
+    raw = node.annotations.get(HAMI_NODE_ANNOTATION, "").strip()
+    if not raw:
+        return []
+    try:
+        devices = json.loads(raw)
+        return [{"id": d.get("id", ""), "memory_mib": int(d.get("devmem", 0))}
+                for d in devices if isinstance(d, dict)]
+    except ValueError:
+        out = []
+        for entry in raw.split(":"):
+            fields = entry.split(",")
+            if len(fields) >= 3 and fields[0].startswith("GPU-") and fields[2].isdigit():
+                out.append({"id": fields[0], "memory_mib": int(fields[2])})
+        return out
+
+
 def hami_gpus(node: Node) -> int:
     """Physical GPUs in HAMi's node registration annotation (0 when not HAMi-registered).
 
@@ -249,14 +269,7 @@ def hami_gpus(node: Node) -> int:
     the physical ones: ``id,count,memMiB,cores,type,numa,healthy`` entries separated by
     ``:`` (older HAMi) or a JSON list (newer).
     """
-    raw = node.annotations.get(HAMI_NODE_ANNOTATION, "").strip()
-    if not raw:
-        return 0
-    try:
-        devices = json.loads(raw)
-        return len(devices) if isinstance(devices, list) else 0
-    except ValueError:
-        return len([d for d in raw.split(":") if d.strip().startswith("GPU-")])
+    return len(hami_devices(node))
 
 
 def _fits(node: Node, needs: Needs) -> str:
@@ -275,8 +288,14 @@ def _fits(node: Node, needs: Needs) -> str:
             return (f"{name}: HAMi vGPUs on {physical} physical GPUs < {qty} (one pod's "
                     "vGPUs must be on distinct GPUs)")
     req = needs.request
-    if req is not None and req.kind == "hami" and HAMI_NODE_ANNOTATION not in node.annotations:
-        return f"no HAMi device registration ({HAMI_NODE_ANNOTATION})"
+    if req is not None and req.kind == "hami":
+        devices = hami_devices(node)
+        if not devices:
+            return f"no HAMi device registration ({HAMI_NODE_ANNOTATION})"
+        big = [d for d in devices if d["memory_mib"] >= req.memory_mib]
+        if len(big) < req.count:
+            return (f"HAMi: {len(big)} GPUs with >= {req.memory_mib} MiB, "
+                    f"{req.count} needed")
     if req is not None and req.kind in ("fraction", "gpu-memory"):
         if node.allocatable.get(gpu_model.GPU_RESOURCE, 0.0) < 1:
             return f"no {gpu_model.GPU_RESOURCE}"
@@ -287,7 +306,7 @@ def _fits(node: Node, needs: Needs) -> str:
     return ""
 
 
-def build_report(facts: ClusterFacts, needs: Optional[Needs] = None) -> Report:
+def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
     """Pure: facts + needs -> report (no I/O). Problems are what makes doctor exit 1."""
     needs = needs or Needs()
     rep = Report()
@@ -408,7 +427,7 @@ def _api_error(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def kube_client(kubeconfig: Optional[str] = None, context: Optional[str] = None):
+def kube_client(kubeconfig: str | None = None, context: str | None = None):
     """A ``kubernetes.client.ApiClient`` from a kubeconfig, else in-cluster config.
 
     Raises:
@@ -421,13 +440,13 @@ def kube_client(kubeconfig: Optional[str] = None, context: Optional[str] = None)
     if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
             return config.new_client_from_config(config_file=kubeconfig, context=context)
-        except Exception as e:  # kubernetes raises ConfigException / OSError / ValueError
+        except (config.ConfigException, OSError, ValueError, TypeError) as e:
             raise RuntimeError(f"cannot load kubeconfig {kubeconfig or '~/.kube/config'}: {e}")
     config.load_incluster_config()
     return client.ApiClient()
 
 
-def kfp_healthz(host: str, token: Optional[str] = None, ca_cert: Optional[str] = None,
+def kfp_healthz(host: str, token: str | None = None, ca_cert: str | None = None,
                 verify: bool = True, timeout: float = 10.0) -> tuple[bool, str]:
     """GET ``<host>/apis/v2beta1/healthz``: (ok, detail)."""
     import requests
@@ -449,9 +468,9 @@ def kfp_healthz(host: str, token: Optional[str] = None, ca_cert: Optional[str] =
 
 
 def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
-           service_account: Optional[str] = DEFAULT_SERVICE_ACCOUNT,
-           kfp_host: Optional[str] = None, kfp_token: Optional[str] = None,
-           kfp_ca_cert: Optional[str] = None, kfp_verify: bool = True) -> ClusterFacts:
+           service_account: str | None = DEFAULT_SERVICE_ACCOUNT,
+           kfp_host: str | None = None, kfp_token: str | None = None,
+           kfp_ca_cert: str | None = None, kfp_verify: bool = True) -> ClusterFacts:
     """Read the cluster: nodes, CRDs, access reviews, KFP healthz. Never raises on API errors.
 
     ``service_account`` ""/None: review the caller's own permissions (run inside the
@@ -469,7 +488,7 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     except ApiException as e:
         facts.nodes_error = _api_error(e)
         if e.status == 401:
-            facts.connect_error = f"unauthorized (HTTP 401): check the kubeconfig credentials"
+            facts.connect_error = "unauthorized (HTTP 401): check the kubeconfig credentials"
     except (urllib3.exceptions.HTTPError, OSError) as e:
         facts.connect_error = f"{type(e).__name__}: {e}"
         return facts
@@ -526,14 +545,14 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
 
 
 def doctor_command(
-    kubeconfig: Optional[str] = typer.Option(
+    kubeconfig: str | None = typer.Option(
         None, "--kubeconfig", envvar="KUBECONFIG",
         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
-    pipeline: Optional[str] = typer.Option(
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    pipeline: str | None = typer.Option(
         None, "--pipeline", help="Catalog pipeline name or compiled pipeline YAML whose "
         "needs to check (GPU request, MPI Operator, launcher RBAC)."),
-    gpu: Optional[str] = typer.Option(
+    gpu: str | None = typer.Option(
         None, "--gpu", help="GPU request to check, e.g. 'gpu:2', 'mig:1g.10gb', "
         "'shared:1,renamed=true', 'metagpu:50' (replaces the pipeline's own)."),
     namespace: str = typer.Option(DEFAULT_NAMESPACE, "--namespace", "-n",
@@ -542,9 +561,9 @@ def doctor_command(
         DEFAULT_SERVICE_ACCOUNT, "--service-account",
         help="Launcher ServiceAccount whose permissions to review (impersonated); '' = "
         "review the caller's own."),
-    kfp_host: Optional[str] = typer.Option(
+    kfp_host: str | None = typer.Option(
         None, "--kfp-host", envvar="KFP_HOST", help="KFP API URL to check (healthz)."),
-    ssl_ca_cert: Optional[str] = typer.Option(None, "--ssl-ca-cert",
+    ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert",
                                               help="CA bundle for the KFP API."),
     insecure_skip_tls_verify: bool = typer.Option(False, "--insecure-skip-tls-verify"),
 ) -> None:

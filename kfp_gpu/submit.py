@@ -26,9 +26,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
 
 import typer
 
@@ -41,7 +41,7 @@ DEFAULT_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
 TERMINAL_STATES = {"SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "ERROR"}
 
 
-def kfp_token() -> Optional[str]:
+def kfp_token() -> str | None:
     """Bearer token for the KFP API: ``$KFP_TOKEN``, else the SA token file, else None."""
     tok = os.environ.get(TOKEN_ENV, "").strip()
     if tok:
@@ -92,14 +92,15 @@ def default_version_name() -> str:
                              text=True, timeout=10, check=True).stdout.strip()
         if sha:
             dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=10).stdout.strip()
+                                   capture_output=True, text=True, timeout=10,
+                                   check=False).stdout.strip()
             return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         pass
     return f"v{__version__}"
 
 
-def parse_params(pairs: List[str], spec: dict) -> dict:
+def parse_params(pairs: list[str], spec: dict) -> dict:
     """``["k=v", ...]`` -> typed pipeline arguments, by the pipeline's root input types.
 
     Raises:
@@ -214,12 +215,12 @@ def wait_for_run(client, run_id: str, url: str, timeout: float, poll: float,
         sleep(min(poll, max(0.0, timeout - elapsed)) or poll)
 
 
-def submit(pipeline: str, host: str, *, namespace: Optional[str] = None,
-           experiment: str = "kfp-gpu", params: Optional[List[str]] = None,
-           version: Optional[str] = None, service_account: Optional[str] = None,
+def submit(pipeline: str, host: str, *, namespace: str | None = None,
+           experiment: str = "kfp-gpu", params: list[str] | None = None,
+           version: str | None = None, service_account: str | None = None,
            wait: bool = False, timeout: float = 3600, poll: float = 10,
-           ssl_ca_cert: Optional[str] = None, insecure_skip_tls_verify: bool = False,
-           ui_host: Optional[str] = None, token: Optional[str] = None,
+           ssl_ca_cert: str | None = None, insecure_skip_tls_verify: bool = False,
+           ui_host: str | None = None, token: str | None = None,
            echo: Callable[[str], None] = print) -> Outcome:
     """Upload (idempotently) and run ``pipeline`` on the KFP at ``host``.
 
@@ -274,22 +275,23 @@ def submit_command(
                                    "compiled pipeline YAML."),
     host: str = typer.Option(..., "--host", envvar="KFP_HOST",
                              help="KFP API URL, e.g. https://kubeflow.example.com/pipeline"),
-    namespace: Optional[str] = typer.Option(
+    namespace: str | None = typer.Option(
         None, "--namespace", "-n", help="Namespace (multi-user KFP: the profile namespace)."),
     experiment: str = typer.Option("kfp-gpu", "--experiment", help="Experiment name."),
-    param: List[str] = typer.Option([], "--param", "-p", help="key=value pipeline argument."),
-    version: Optional[str] = typer.Option(
+    param: list[str] = typer.Option(  # noqa: B008 - typer's declaration style
+        [], "--param", "-p", help="key=value pipeline argument."),
+    version: str | None = typer.Option(
         None, "--version", help="Pipeline version name (default: git commit, else package "
         "version)."),
-    service_account: Optional[str] = typer.Option(
+    service_account: str | None = typer.Option(
         None, "--service-account", help="ServiceAccount of the run's pods (e.g. "
         "kfp-gpu-launcher for MPIJob pipelines)."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish."),
     timeout: float = typer.Option(3600, "--timeout", help="Seconds to wait (with --wait)."),
     poll: float = typer.Option(10, "--poll", help="Seconds between status polls."),
-    ssl_ca_cert: Optional[str] = typer.Option(None, "--ssl-ca-cert", help="CA bundle."),
+    ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert", help="CA bundle."),
     insecure_skip_tls_verify: bool = typer.Option(False, "--insecure-skip-tls-verify"),
-    ui_host: Optional[str] = typer.Option(None, "--ui-host",
+    ui_host: str | None = typer.Option(None, "--ui-host",
                                           help="KFP UI URL for links (default: --host)."),
 ) -> None:
     """Upload a compiled pipeline (idempotent version), start a run, optionally wait.

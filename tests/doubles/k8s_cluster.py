@@ -36,6 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 from urllib.parse import urlsplit
 
 NODES_FILE = Path(__file__).with_name("k8s_cluster_nodes.json")
@@ -92,7 +93,7 @@ class FakeCluster:
     requests: list = field(default_factory=list)
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "FakeCluster":
+    def __enter__(self) -> Self:
         handler = type("Handler", (_Handler,), {"cluster": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -143,9 +144,10 @@ class FakeCluster:
             role = roles.get((ns, rb["roleRef"]["name"]))
             if bound and role:
                 for rule in role.get("rules", []):
-                    out.append((rule, f'RBAC: allowed by RoleBinding "{rb["metadata"]["name"]}'
-                                      f'/{ns}" of Role "{role["metadata"]["name"]}" to '
-                                      f'ServiceAccount "{user.rsplit(":", 1)[-1]}/{ns}"'))
+                    why = (f'RBAC: allowed by RoleBinding "{rb["metadata"]["name"]}/{ns}" of Role '
+                           f'"{role["metadata"]["name"]}" to ServiceAccount '
+                           f'"{user.rsplit(":", 1)[-1]}/{ns}"')
+                    out.append((rule, why))
         return out
 
     def authorize(self, user: str, groups: list[str], verb: str, group: str, resource: str,

@@ -40,6 +40,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
@@ -79,7 +80,7 @@ class FakeKfp:
     def __post_init__(self):
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "FakeKfp":
+    def __enter__(self) -> Self:
         handler = type("Handler", (_Handler,), {"kfp": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
