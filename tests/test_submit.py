@@ -183,3 +183,30 @@ def test_e2e_submit_real_kfp():
                 if os.environ.get("KFP_GPU_E2E_NAMESPACE") else []),
               "--wait", "--timeout", os.environ.get("KFP_GPU_E2E_TIMEOUT", "3600"), "--poll", "15")
     assert res.exit_code == 0, res.output
+
+
+def test_example_ci_workflow_uses_real_options():
+    """docs/ci/github-actions.yaml: valid YAML whose kfp-gpu calls use existing options and
+    parameters of the pipeline it runs."""
+    import re
+
+    wf = yaml.safe_load((REPO / "docs" / "ci" / "github-actions.yaml").read_text())
+    script = "\n".join(s.get("run", "") for s in wf["jobs"]["run-pipeline"]["steps"])
+    script = script.replace("\\\n", " ")
+    from kfp_gpu import doctor
+
+    commands = {"submit": submit.submit_command, "doctor": doctor.doctor_command}
+    seen = set()
+    for line in script.splitlines():
+        m = re.search(r"kfp-gpu (submit|doctor)\b(.*)", line)
+        if not m:
+            continue
+        seen.add(m.group(1))
+        app = typer.Typer()
+        app.command()(commands[m.group(1)])
+        known = {o for p in typer.main.get_command(app).params for o in p.opts}
+        for flag in re.findall(r"(--[a-z-]+)", m.group(2)):
+            assert flag in known, f"{m.group(1)} has no option {flag}"
+        for name in re.findall(r"--param (\w+)=", m.group(2)):
+            assert name in _spec()["root"]["inputDefinitions"]["parameters"]
+    assert seen == {"submit", "doctor"}
