@@ -153,13 +153,20 @@ def _filter(name: str) -> str:
 
 
 def ensure_pipeline_version(client, path: Path, pipeline_name: str, version_name: str,
-                            echo: Callable[[str], None] = print) -> tuple[str, str]:
+                            echo: Callable[[str], None] = print,
+                            namespace: str | None = None) -> tuple[str, str]:
     """Create the pipeline if missing and the named version if missing: (pipeline_id,
-    version_id). Re-running with the same names uploads nothing."""
-    pipeline_id = client.get_pipeline_id(pipeline_name)
+    version_id). Re-running with the same names uploads nothing. ``namespace``: the
+    pipeline is namespaced there (multi-user KFP); None = a shared pipeline."""
+    found = client.list_pipelines(filter=_filter(pipeline_name), page_size=2,
+                                  namespace=namespace).pipelines or []
+    if len(found) > 1:
+        raise RuntimeError(f"{len(found)} pipelines are named {pipeline_name!r}; KFP needs "
+                           "unique names")
+    pipeline_id = found[0].pipeline_id if found else None
     if pipeline_id is None:
         p = client.upload_pipeline(str(path), pipeline_name=pipeline_name,
-                                   description=f"kfp-gpu {__version__}")
+                                   description=f"kfp-gpu {__version__}", namespace=namespace)
         pipeline_id = p.pipeline_id
         echo(f"created pipeline {pipeline_name} ({pipeline_id})")
     versions = client.list_pipeline_versions(pipeline_id, filter=_filter(version_name),
@@ -244,6 +251,9 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
     ok, detail = kfp_healthz(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
     if not ok:
         raise RuntimeError(f"the KFP API at {host} does not answer: {detail}")
+    if "multi-user" in detail and not namespace:
+        raise ValueError(f"the KFP at {host} is multi-user: give --namespace (your profile "
+                         "namespace)")
 
     import kfp
     import kfp_server_api
@@ -254,7 +264,8 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
                             verify_ssl=False if insecure_skip_tls_verify else None,
                             namespace=namespace or "kubeflow", ui_host=ui_host)
     try:
-        pipeline_id, version_id = ensure_pipeline_version(client, path, name, version, echo)
+        pipeline_id, version_id = ensure_pipeline_version(client, path, name, version, echo,
+                                                          namespace)
         exp = client.create_experiment(experiment, namespace=namespace)
         run_name = f"{name} {version} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         run = client.run_pipeline(exp.experiment_id, run_name, params=args,

@@ -210,3 +210,17 @@ def test_example_ci_workflow_uses_real_options():
         for name in re.findall(r"--param (\w+)=", m.group(2)):
             assert name in _spec()["root"]["inputDefinitions"]["parameters"]
     assert seen == {"submit", "doctor"}
+
+
+def test_multi_user_kfp_needs_a_namespace():
+    with FakeKfp(multi_user=True) as kfp:
+        res = cli(PIPELINE, "--host", kfp.url, "--version", "v1")
+        assert res.exit_code == 2 and "multi-user" in res.output and not kfp.pipelines
+        res = cli(PIPELINE, "--host", kfp.url, "--version", "v1", "--namespace", "team-a")
+        assert res.exit_code == 0, res.output
+        (p,) = kfp.pipelines.values()
+        (e,) = kfp.experiments.values()
+        assert p["namespace"] == "team-a" and e["namespace"] == "team-a"
+        # Idempotent within the namespace, too.
+        assert cli(PIPELINE, "--host", kfp.url, "--version", "v1", "-n", "team-a").exit_code == 0
+        assert len(kfp.pipelines) == 1 and len(kfp.versions) == 2

@@ -123,7 +123,8 @@ class FakeKfp:
     def create_pipeline(self, name: str, raw: bytes, namespace: str = "") -> dict:
         spec = self._spec(raw)
         name = name or spec["pipelineInfo"]["name"]
-        if any(p["display_name"] == name for p in self.pipelines.values()):
+        if any(p["display_name"] == name and p["namespace"] == namespace
+               for p in self.pipelines.values()):
             raise ApiError(409, 6, f"Failed to create a pipeline: Already exist error: "
                            f"pipeline with name {name} already exists")
         pid = str(uuid.uuid4())
@@ -288,7 +289,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method, path, q, raw) -> dict:
         k = self.kfp
         if path == f"{API}/pipelines" and method == "GET":
-            items = [p for p in k.pipelines.values() if k._matches(p, q.get("filter"))]
+            ns = q.get("namespace", "")
+            items = [p for p in k.pipelines.values() if k._matches(p, q.get("filter"))
+                     and p["namespace"] == ns]
             return {"pipelines": items, "total_size": len(items)} if items else {}
         if path == f"{API}/pipelines/upload" and method == "POST":
             return k.create_pipeline(q.get("name", ""), _multipart_file(self.headers, raw),
