@@ -437,6 +437,8 @@ def kube_client(kubeconfig: str | None = None, context: str | None = None):
 
     from kubernetes import client, config
 
+    if kubeconfig and os.pathsep in kubeconfig:
+        kubeconfig = None  # a $KUBECONFIG list: the client merges it itself
     if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
             return config.new_client_from_config(config_file=kubeconfig, context=context)
