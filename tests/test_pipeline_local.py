@@ -1,7 +1,6 @@
 """The imdb-lstm pipeline end to end under kfp.local on real IMDB reviews, and reuse of
 compiled component YAML in a new pipeline."""
 
-from __future__ import annotations
 
 import json
 from pathlib import Path
@@ -70,7 +69,9 @@ def test_component_yaml_reused_in_a_new_pipeline(tmp_path, imdb_csv):
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "r"),
                raise_on_error=True)
     reuse(source=str(imdb_csv))
-    metrics = next((tmp_path / "r").rglob("evaluate-classifier/metrics"))
-    assert metrics.exists()
+    out = json.loads(next((tmp_path / "r").rglob("evaluate-classifier/executor_output.json"))
+                     .read_text())
+    metrics = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert metrics["rows"] == 300 and 0.0 <= metrics["accuracy"] <= 1.0
     md = next((tmp_path / "r").rglob("evaluate-classifier/report")).read_text()
     assert "Examples: 300." in md
