@@ -1,7 +1,5 @@
 """KFP component ``combine_shards``: metrics of the whole set from its shards' predictions."""
 
-from typing import List
-
 from kfp import dsl
 from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Output
 
@@ -10,7 +8,7 @@ from kfp_gpu import images
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
 def combine_shards(
-    shard_predictions: Input[List[Dataset]],
+    shard_predictions: Input[list[Dataset]],
     test_data: Input[Dataset],
     metrics: Output[Metrics],
     classification_metrics: Output[ClassificationMetrics],

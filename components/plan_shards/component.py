@@ -1,7 +1,5 @@
 """KFP component ``plan_shards``: the shard indices a ParallelFor fans out over."""
 
-from typing import List
-
 from kfp import dsl
 from kfp.dsl import Dataset, Input
 
@@ -9,7 +7,7 @@ from kfp_gpu import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
-def plan_shards(test_data: Input[Dataset], num_shards: int = 4) -> List[int]:
+def plan_shards(test_data: Input[Dataset], num_shards: int = 4) -> list[int]:
     """Shard indices ``[0, .., K-1]`` for ``K = num_shards`` contiguous shards of a Dataset.
 
     Args:
