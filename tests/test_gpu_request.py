@@ -266,3 +266,36 @@ def test_parse_passes_requests_through_and_rejects_non_text():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert gpu.parse(" GPU:1 ").count == 1
+
+
+@pytest.mark.parametrize("pipeline", ["imdb-lstm", "fractional-eval"])
+@pytest.mark.parametrize("text", [t for t in CASES if not t.startswith("hami")])
+def test_catalog_pipelines_take_the_request_at_compile_time(pipeline, text, tmp_path):
+    """What ``kfp-gpu compile --gpu TEXT`` does (kfp_gpu.compile), read back strictly: every
+    GPU task of the pipeline carries exactly the request; the others carry nothing."""
+    from kfp_gpu import compile as kc
+
+    [path] = kc.compile_all(output_dir=tmp_path, gpu=text, only=pipeline)
+    spec, platform = ir.load(path)
+    resource, count, env, selector, annotations, labels = CASES[text]
+    gpu_tasks = 0
+    for label, ex in ir.deployment(spec).executors.items():
+        if not ex.HasField("container"):
+            continue  # importers
+        c = ex.container
+        got_env = {e.name: e.value for e in c.env if e.name.startswith("KFP_GPU_")}
+        has_cfg = platform is not None and \
+            label in platform.platforms["kubernetes"].deployment_spec.executors
+        cfg = ir.k8s_config(platform, label) if has_cfg else None
+        tolerations = [(t.key, t.operator, t.effect) for t in cfg.tolerations] if cfg else []
+        if not got_env:
+            assert not c.resources.accelerator.resource_type and not tolerations, label
+            continue
+        gpu_tasks += 1
+        assert (c.resources.accelerator.resource_type,
+                c.resources.accelerator.resource_count) == (resource, count), label
+        assert got_env == env and tolerations == TOL, label
+        assert dict(cfg.node_selector.labels) == selector
+        assert dict(cfg.pod_metadata.annotations) == annotations
+        assert dict(cfg.pod_metadata.labels) == labels
+    assert gpu_tasks == 1
