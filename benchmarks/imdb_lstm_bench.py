@@ -31,8 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 EPOCHS, BATCH, MAXLEN, WORDS = 2, 32, 80, 20000
 
 
@@ -212,7 +210,7 @@ def main() -> None:
     result = {"date": dt.date.today().isoformat(), "machine": machine(),
               "command": "python " + " ".join(sys.argv),
               "tensorflow": tf.__version__, "keras": keras.__version__,
-              "train_rows": n, "test_rows": int(len(y_test)), "rows": rows,
+              "train_rows": n, "test_rows": len(y_test), "rows": rows,
               "speedup_B_over_A": round(rows[0]["seconds_per_epoch"]
                                         / rows[1]["seconds_per_epoch"], 2),
               "pipeline_overhead": overhead}

@@ -12,7 +12,6 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -36,16 +35,16 @@ def version() -> None:
 @app.command("compile")
 def compile_cmd(
     check: bool = typer.Option(False, "--check", help="Fail if a checked-in YAML is stale."),
-    gpu: Optional[str] = typer.Option(
+    gpu: str | None = typer.Option(
         None, "--gpu", help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
         "'mig:1g.10gb', 'fraction:0.5' (default: each pipeline's own)."),
-    registry: Optional[str] = typer.Option(
+    registry: str | None = typer.Option(
         None, "--registry", help="Image registry prefix (default $KFP_GPU_REGISTRY or "
         "ghcr.io/kfp-gpu)."),
-    output_dir: Optional[Path] = typer.Option(
+    output_dir: Path | None = typer.Option(
         None, "--output-dir", "-o", help="Write under DIR/components and DIR/pipelines "
         "instead of the package folders."),
-    only: Optional[str] = typer.Option(None, "--only", help="One component or pipeline."),
+    only: str | None = typer.Option(None, "--only", help="One component or pipeline."),
 ) -> None:
     """Compile every component and pipeline to YAML (or --check they are current)."""
     if registry:
@@ -77,15 +76,15 @@ def compile_cmd(
 def run_cmd(
     pipeline: str = typer.Argument(..., help="Pipeline name, e.g. imdb-lstm."),
     local: bool = typer.Option(False, "--local", help="Run on this machine with kfp.local."),
-    param: List[str] = typer.Option([], "--param", "-p", help="key=value pipeline parameter."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU request (compile-time)."),
-    data_dir: Optional[str] = typer.Option(
+    param: list[str] = typer.Option([], "--param", "-p", help="key=value pipeline parameter."),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU request (compile-time)."),
+    data_dir: str | None = typer.Option(
         None, "--data-dir", envvar="KFP_GPU_DATA_DIR",
         help="Folder with the real data (imdb/imdb_50k.csv.gz ...); sets the data "
         "parameter unless --param gives it. Also $KFP_GPU_DATA_DIR."),
     pipeline_root: str = typer.Option("local_outputs", "--pipeline-root",
                                       help="Where kfp.local writes the artifacts."),
-    summary_json: Optional[Path] = typer.Option(None, "--summary-json",
+    summary_json: Path | None = typer.Option(None, "--summary-json",
                                                 help="Also write the summary as JSON."),
 ) -> None:
     """Run a pipeline. Only --local is supported here; use `kfp-gpu submit` for a cluster."""

@@ -48,7 +48,7 @@ def save(features: np.ndarray, labels: np.ndarray, path: str | os.PathLike,
         raise ValueError(f"features has {len(features)} rows but labels has {len(labels)}")
     meta = {
         "format": FORMAT,
-        "rows": int(len(labels)),
+        "rows": len(labels),
         "feature_shape": list(features.shape[1:]),
         "feature_dtype": str(features.dtype),
         "label_dtype": "int32",

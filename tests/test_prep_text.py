@@ -159,7 +159,7 @@ def test_bad_split_values(tmp_path):
 
 
 def test_undecodable_bytes(tmp_path):
-    raw = "review,sentiment\n".encode() + b"caf\xe9 \xff\xfe bad,positive\nok,negative\n"
+    raw = b"review,sentiment\n" + b"caf\xe9 \xff\xfe bad,positive\nok,negative\n"
     (tmp_path / "d.csv.gz").write_bytes(gzip.compress(raw))
     with pytest.raises(ValueError, match="undecodable bytes.*UTF-8"):
         run(tmp_path, tmp_path / "d.csv.gz")

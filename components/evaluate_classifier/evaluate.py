@@ -106,7 +106,7 @@ def compute_metrics(y_true: np.ndarray, y_score: np.ndarray,
                                        labels=list(range(n_classes))))
                if len(present) == n_classes else math.nan)
     out = {
-        "rows": int(len(y_true)),
+        "rows": len(y_true),
         "accuracy": float(skm.accuracy_score(y_true, y_pred)),
         "precision": float(prec),
         "recall": float(rec),

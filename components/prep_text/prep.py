@@ -106,7 +106,7 @@ def load_keras_imdb():
     try:
         (xtr, ytr), (xte, yte) = imdb.load_data()
         index = imdb.get_word_index()
-    except Exception as e:  # noqa: BLE001 - any download/IO failure
+    except Exception as e:
         raise ValueError(
             f"could not download the Keras IMDB dataset ({e}); give source= a local path or "
             "gs:// URI, e.g. ../shared/data/imdb/imdb_50k.csv.gz") from e
