@@ -20,16 +20,20 @@ COMPONENTS: dict[str, str] = {
     "plan_shards": "kfp_gpu.components.plan_shards.component:plan_shards",
     "evaluate_shard": "kfp_gpu.components.evaluate_shard.component:evaluate_shard",
     "combine_shards": "kfp_gpu.components.combine_shards.component:combine_shards",
+    "prep_images": "kfp_gpu.components.prep_images.component:prep_images",
+    "train_resnet_mpijob": "kfp_gpu.components.train_resnet_mpijob.component:train_resnet_mpijob",
 }
 
 PIPELINES: dict[str, str] = {
     "imdb-lstm": "kfp_gpu.pipelines.imdb_lstm:build",
     "fractional-eval": "kfp_gpu.pipelines.fractional_eval:build",
+    "resnet-horovod": "kfp_gpu.pipelines.resnet_horovod:build",
 }
 
 #: Pipelines' parameter for local data: name -> (parameter, path under KFP_GPU_DATA_DIR).
 LOCAL_DATA: dict[str, tuple[str, str]] = {
     "imdb-lstm": ("source", "imdb/imdb_50k.csv.gz"),
+    "resnet-horovod": ("source", "fashion-mnist"),
 }
 
 

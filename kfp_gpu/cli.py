@@ -130,6 +130,7 @@ def _print_summary(s: dict) -> None:
 # --- registered commands from their own modules (one line each) ---
 app.command("doctor")(__import__("kfp_gpu.doctor", fromlist=["_"]).doctor_command)
 app.command("submit")(__import__("kfp_gpu.submit", fromlist=["_"]).submit_command)
+app.command("train-resnet")(__import__("kfp_gpu.horovod_train", fromlist=["_"]).train_resnet_command)
 
 
 def main() -> None:

@@ -219,6 +219,16 @@ def _setup_devices(hvd) -> str:
     return f"CPU ({threads} threads)"
 
 
+def _average_statistics(hvd, model) -> None:
+    """Average non-trainable variables (BatchNorm moving mean/variance) over all ranks.
+
+    Each rank updates them from its own batches; the average is what one large batch
+    would give, and afterwards every rank holds the same complete model.
+    """
+    for v in model.non_trainable_variables:
+        v.assign(hvd.allreduce(v.value, op=hvd.Average))
+
+
 def _make_step(hvd, model, optimizer, xla: bool, allreduce: bool, mixed: bool):
     """The compiled training step ``(x float32 [B,H,W,C], y int32 [B]) -> (loss, accuracy)``."""
     import keras
@@ -264,12 +274,12 @@ def _make_step(hvd, model, optimizer, xla: bool, allreduce: bool, mixed: bool):
 
 
 def _batches(x: np.ndarray, y: np.ndarray, batch: int, seed: int, steps: int):
-    """Shuffled ``(float32 [B,H,W,C] in [0,1], int32 [B])`` batches, ``steps`` of them."""
+    """Shuffled ``(float32 [B,H,W,C] pixels 0..255, int32 [B])`` batches, ``steps`` of them."""
     import tensorflow as tf
 
     order = np.random.default_rng(seed).permutation(len(x))[: steps * batch]
     ds = tf.data.Dataset.from_tensor_slices((x[order], y[order])).batch(batch, drop_remainder=True)
-    ds = ds.map(lambda a, b: (tf.cast(a, tf.float32) / 255.0, b),
+    ds = ds.map(lambda a, b: (tf.cast(a, tf.float32), b),
                 num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
 
@@ -281,7 +291,7 @@ def _evaluate(model, x, y, comm, batch: int = 256) -> dict:
     xs, ys = resnet_data.shard(x, y, comm.Get_rank(), comm.Get_size())
     loss_sum, correct = 0.0, 0
     for i in range(0, len(xs), batch):
-        probs = np.asarray(model(xs[i:i + batch].astype(np.float32) / 255.0, training=False))
+        probs = np.asarray(model(xs[i:i + batch].astype(np.float32), training=False))
         yb = ys[i:i + batch]
         loss_sum += float(np.sum(keras.ops.convert_to_numpy(
             keras.losses.sparse_categorical_crossentropy(yb, probs))))
@@ -370,7 +380,7 @@ def run(config: TrainConfig) -> dict | None:
 
     if cfg.mode == "benchmark":
         rng = np.random.default_rng(cfg.seed + rank)
-        x = tf.constant(rng.random((cfg.batch_size, *shape), dtype=np.float32))
+        x = tf.constant(255 * rng.random((cfg.batch_size, *shape), dtype=np.float32))
         y = tf.constant(rng.integers(0, classes, cfg.batch_size, dtype=np.int32))
         for i in range(cfg.warmup_steps):
             optimizer.learning_rate = scaled_lr(i, cfg.lr, size, cfg.lr_warmup_steps)
@@ -386,9 +396,13 @@ def run(config: TrainConfig) -> dict | None:
             float(loss)  # wait for the device
             rates.append(cfg.batch_size * n / (time.perf_counter() - t0))
             losses.append(float(loss))
+            accs.append(float(acc))
             done += n
         timed_images = cfg.batch_size * cfg.steps
         per_rank["img_per_sec"] = float(np.mean(rates))
+        per_rank["steps_run"] = cfg.warmup_steps + cfg.steps
+        if cfg.allreduce:
+            _average_statistics(hvd, model)
         per_rank["first_batch_sha256"] = hashlib.sha256(x.numpy().tobytes()).hexdigest()
         epochs_done = 0
     else:
@@ -418,21 +432,20 @@ def run(config: TrainConfig) -> dict | None:
                 global_step.assign_add(1)
                 losses.append(loss)
                 accs.append(acc)
-            if cfg.allreduce:  # BatchNorm moving statistics: average over ranks
-                for v in model.non_trainable_variables:
-                    v.assign(hvd.allreduce(v.value, op=hvd.Average))
+            if cfg.allreduce:
+                _average_statistics(hvd, model)
             if rank == 0 and manager is not None:
                 manager.save(checkpoint_number=int(global_step.numpy()))
             if rank == 0:
                 log.info("epoch %d: loss %.4f accuracy %.4f", epoch + 1,
                          np.mean(losses[-steps_per_epoch:]), np.mean(accs[-steps_per_epoch:]))
         per_rank["img_per_sec"] = timed_images / timed_s if timed_s > 0 else 0.0
+        per_rank["steps_run"] = seen
         epochs_done = cfg.epochs - start_epoch
 
     per_rank["checksum"] = weights_checksum([np.asarray(w) for w in model.get_weights()])
     per_rank["trainable_checksum"] = weights_checksum(
         [np.asarray(v.value) for v in model.trainable_variables])
-    per_rank["steps_run"] = len(losses)
     evaluation = {}
     if data is not None and len(data.x_test):
         evaluation = _evaluate(model, data.x_test, data.y_test, comm)
@@ -459,8 +472,8 @@ def run(config: TrainConfig) -> dict | None:
         "epochs_run": epochs_done,
         "global_step": int(global_step.numpy()),
         "resumed_from": restored,
-        "final_loss": float(np.mean(losses[-10:])) if losses else float("nan"),
-        "final_accuracy": float(np.mean(accs[-10:])) if accs else float("nan"),
+        "final_loss": float(np.mean(losses[-10:])) if losses else None,
+        "final_accuracy": float(np.mean(accs[-10:])) if accs else None,
         "lr_per_worker": cfg.lr,
         "lr_final": float(scaled_lr(int(global_step.numpy()), cfg.lr, size,
                                     cfg.lr_warmup_steps)),

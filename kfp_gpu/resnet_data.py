@@ -215,7 +215,7 @@ def load_source(source: str, test_source: str = "", synthetic_rows: int = 6000,
                         else (test.x_train, test.y_train))
         else:
             xte, yte = xtr[:0], ytr[:0]
-        return _as_image_data(xtr, ytr, xte, yte, classes=meta.get("classes"))
+        return _as_image_data(xtr, ytr, xte, yte, classes=meta.get("num_classes"))
     if path.is_dir():
         return load_idx_dir(path)
     raise ValueError(f"cannot read {source!r}; accepted: an IDX directory, 'fashion-mnist', "

@@ -8,7 +8,9 @@
   ``width, 2*width, 4*width`` filters and stride 2 between stages, global average pooling,
   softmax. ``blocks`` per stage n gives depth 6n+2 (n=3: ResNet-20).
 
-Both take ``uint8``-range pixels already scaled to ``float32 [0, 1]`` and end in a float32
+Both take pixels in the ``uint8`` range 0..255 (any numeric dtype; a ``Rescaling(1/255)``
+layer inside the model scales them, so the saved model takes the Dataset artifacts' raw
+images) and end in a float32
 softmax over ``classes`` (float32 even under the ``mixed_float16`` policy, as the Keras
 mixed-precision guide asks for the output layer).
 """
@@ -31,7 +33,9 @@ def build(name: str, input_shape: tuple[int, int, int], classes: int, blocks: in
         seed: initialiser seed, so every rank builds the same start even before the broadcast.
 
     Returns:
-        ``keras.Model`` mapping ``float32 [B, H, W, C]`` to ``float32 [B, classes]``.
+        ``keras.Model`` mapping ``[B, H, W, C]`` pixels (0..255) to ``float32 [B, classes]``.
+        BatchNorm momentum is 0.9 in ``small`` (Keras default 0.99) so the moving
+        statistics settle within the few hundred steps of a short run.
 
     Raises:
         ValueError: unknown ``name`` or out-of-range sizes.
@@ -46,15 +50,18 @@ def build(name: str, input_shape: tuple[int, int, int], classes: int, blocks: in
     if name == "resnet50":
         if min(input_shape[:2]) < 32:
             raise ValueError(f"resnet50 needs images of at least 32x32, got {input_shape}")
+        inputs = keras.Input(input_shape)
+        scaled = keras.layers.Rescaling(1.0 / 255)(inputs)
         base = keras.applications.ResNet50(weights=None, include_top=False,
-                                           input_shape=input_shape, pooling="avg")
+                                           input_tensor=scaled, pooling="avg")
         out = keras.layers.Dense(classes, activation="softmax", dtype="float32",
                                  name="predictions")(base.output)
-        return keras.Model(base.input, out, name="resnet50")
+        return keras.Model(inputs, out, name="resnet50")
     if blocks < 1 or width < 1:
         raise ValueError(f"blocks and width must be >= 1, got {blocks}, {width}")
     layers = keras.layers
     inputs = keras.Input(input_shape)
+    x = layers.Rescaling(1.0 / 255)(inputs)
     x = layers.Conv2D(width, 3, padding="same", use_bias=False)(inputs)
     x = layers.BatchNormalization(momentum=0.9)(x)
     x = layers.ReLU()(x)

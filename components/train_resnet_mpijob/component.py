@@ -1,0 +1,149 @@
+"""KFP component ``train_resnet_mpijob``: Horovod ResNet training as an MPIJob (or mpirun locally)."""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+
+from kfp_gpu import images
+
+
+@dsl.component(
+    base_image=images.image(images.LAUNCHER),
+    install_kfp_package=False,
+    # The GPU request, tolerations, node selector and env set on this task go to the
+    # MPIJob Workers (through ``task_config``), not to this launcher pod.
+    task_config_passthroughs=[
+        dsl.TaskConfigField.RESOURCES,
+        dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
+        dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR,
+        dsl.TaskConfigField.ENV,
+    ],
+)
+def train_resnet_mpijob(
+    train_data: Input[Dataset],
+    test_data: Input[Dataset],
+    model: Output[Model],
+    metrics: Output[Metrics],
+    mpijob: Output[Artifact],
+    trainer_metrics: Output[Artifact],
+    task_config: dsl.TaskConfig,
+    execution: str = "auto",
+    local_processes: int = 2,
+    workers: int = 1,
+    epochs: int = 1,
+    batch_size: int = 32,
+    steps_per_epoch: int = 0,
+    learning_rate: float = 0.0125,
+    lr_warmup_steps: int = 100,
+    optimizer: str = "sgd",
+    model_name: str = "small",
+    blocks: int = 2,
+    width: int = 16,
+    mixed_precision: bool = False,
+    xla: bool = False,
+    seed: int = 0,
+    work_dir: str = "",
+    checkpoint_dir: str = "",
+    worker_gpu: str = "",
+    image: str = "",
+    namespace: str = "",
+    rdma: bool = False,
+    rdma_resource: str = "rdma/rdma_shared_device_a",
+    multus_networks: str = "",
+    nccl_ib_hca: str = "",
+    nccl_net_gdr_level: str = "",
+    nccl_socket_ifname: str = "",
+    shm_size: str = "",
+    single_gpu_img_per_sec: float = 0.0,
+    run_id: str = "",
+    task_name: str = "train-resnet-mpijob",
+):
+    """Data-parallel ResNet training with Horovod: an MPIJob on a cluster, mpirun locally.
+
+    ``execution``: ``cluster`` builds a ``kubeflow.org/v2beta1`` MPIJob (kfp_gpu.mpijob:
+    ``workers`` Worker pods x the GPUs each, one rank per GPU) and follows it with
+    kfp_gpu.launcher (record first, re-attach on retry, delete on cancel); ``local`` runs
+    the same trainer as ``mpirun -np local_processes`` in this container (CPU is fine);
+    ``auto`` = cluster inside Kubernetes, local otherwise (kfp.local).
+
+    The Worker GPU request is what the pipeline sets on THIS task (``set_accelerator_*``,
+    tolerations, node selectors, env; passed through ``task_config``, not applied to this
+    pod), or ``worker_gpu`` (kfp_gpu.gpu text, e.g. ``gpu:8``) when given.
+
+    Args:
+        train_data, test_data: ``(uint8 [H, W, C], int32 label)`` Datasets (prep_images).
+        epochs, batch_size (per GPU), steps_per_epoch (0 = whole shard), learning_rate
+            (per worker; x world size after lr_warmup_steps linear warm-up), optimizer
+            (sgd|adam), model_name (small|resnet50), blocks, width, mixed_precision, xla,
+            seed: trainer settings (kfp_gpu.horovod_train).
+        work_dir: cluster: ``gs://`` URI or shared-PVC path the Workers read and write
+            (staged data, model, checkpoints); default ``<model URI>-work`` for gs://.
+        checkpoint_dir: where checkpoints go (resumable); default ``<work_dir>/checkpoints``
+            (local: beside the model output).
+        image, namespace: MPIJob image (default kfp-gpu-horovod) and namespace (default
+            this pod's).
+        rdma, rdma_resource, multus_networks, nccl_*, shm_size: Worker networking
+            (kfp_gpu.mpijob.MPIJobOptions).
+        single_gpu_img_per_sec: a 1-GPU baseline; adds ``scaling_efficiency``.
+        run_id, task_name: make the MPIJob name deterministic per run and task (pass
+            ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` / ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``).
+
+    Outputs:
+        model: directory with ``model.keras`` (keras.saving.load_model).
+        metrics: img_per_sec_per_gpu, img_per_sec_total, samples_per_sec, ms_per_step,
+            world_size, final/test loss and accuracy, weights_identical (1/0), ...
+        mpijob: JSON record of the MPIJob (apiVersion, kind, namespace, name, uid); local:
+            the mpirun command.
+        trainer_metrics: rank 0's full metrics JSON (per-rank img/sec and weight checksums).
+
+    Raises:
+        ValueError: bad settings, before anything is launched.
+        RuntimeError / kfp_gpu.launcher.MPIJobFailed: the training failed.
+    """
+    import json
+    import logging
+
+    from kfp_gpu import images as imgs
+    from kfp_gpu import storage
+    from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    mode = tj.execution_mode(execution)
+    hyper = dict(epochs=epochs, batch_size=batch_size, steps_per_epoch=steps_per_epoch,
+                 learning_rate=learning_rate, lr_warmup_steps=lr_warmup_steps,
+                 optimizer=optimizer, model=model_name, blocks=blocks, width=width,
+                 mixed_precision=mixed_precision, xla=xla, seed=seed)
+    if mode == "local":
+        out = model.path.rstrip("/") + ".run"
+        metrics_path = f"{out}/metrics.json"
+        args = tj.trainer_args(train_data.path, test_data.path, out, model_dir=model.path,
+                               metrics_path=metrics_path,
+                               checkpoint_dir=checkpoint_dir or f"{out}/checkpoints", **hyper)
+        storage.write_text(mpijob.path, json.dumps(
+            {"execution": "local", "processes": local_processes, "args": args}, indent=2))
+        result = tj.run_local(args, local_processes, metrics_path)
+    else:
+        from kfp_gpu import mpijob as mj
+
+        if not work_dir:
+            if not storage.is_gcs(model.uri):
+                raise ValueError("cluster execution needs work_dir (gs:// or a shared PVC "
+                                 "path the Workers mount) when artifacts are not on gs://")
+            work_dir = model.uri.rstrip("/") + "-work"
+        work_dir = work_dir.rstrip("/")
+        data_uri = tj.stage_data(train_data.path, test_data.path, f"{work_dir}/{tj.DATA_FILE}")
+        args = tj.trainer_args(data_uri, "", work_dir, checkpoint_dir=checkpoint_dir, **hyper)
+        settings = tj.worker_settings(task_config)
+        opts = tj.job_options(
+            name=mj.job_name(run_id or model.uri, task_name, prefix="resnet"),
+            namespace=namespace or tj.current_namespace(), image=image or imgs.image(
+                imgs.HOROVOD), args=args, workers=workers, settings=settings, rdma=rdma,
+            rdma_resource=rdma_resource, multus_networks=multus_networks,
+            nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
+            nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
+            task_name=task_name, gpu_override=worker_gpu)
+        result = tj.run_cluster(mj.build(opts), mpijob.path, work_dir, model.path)
+    storage.write_text(trainer_metrics.path, json.dumps(result, indent=2, sort_keys=True))
+    for key, value in tj.kfp_scalar_metrics(result, single_gpu_img_per_sec).items():
+        metrics.log_metric(key, value)
+    model.metadata.update({"framework": "keras", "file": "model.keras",
+                           "execution": mode, "world_size": result.get("world_size")})
