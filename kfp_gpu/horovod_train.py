@@ -115,7 +115,7 @@ class TrainConfig:
     synthetic_rows: int = 6000
     seed: int = 0
 
-    def resolved(self) -> "TrainConfig":
+    def resolved(self) -> TrainConfig:
         """A copy with defaults filled in (model, output places), validated.
 
         Raises:
@@ -483,7 +483,6 @@ def run(config: TrainConfig) -> dict | None:
         "horovod": {"mpi_built": bool(hvd.mpi_built()), "nccl_built": bool(hvd.nccl_built())},
     }
     if cfg.mode == "train" and cfg.model_dir:
-        model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
         _save_model(model, cfg.model_dir)
         metrics["model_dir"] = cfg.model_dir
     if cfg.metrics_path:
@@ -549,5 +548,11 @@ if __name__ == "__main__":  # pragma: no cover
     main()
 
 
-__all__ = ["TrainConfig", "run", "scaled_lr", "summarize", "weights_checksum",
-           "train_resnet_command"]
+__all__ = [
+    "TrainConfig",
+    "run",
+    "scaled_lr",
+    "summarize",
+    "train_resnet_command",
+    "weights_checksum",
+]

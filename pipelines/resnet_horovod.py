@@ -84,7 +84,7 @@ def build(gpu: str = DEFAULT_GPU):
         ev = evaluate_classifier(model=train.outputs["model"], test_data=prep.outputs["test_data"],
                                  accuracy_threshold=accuracy_threshold)
         ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")
-        Outputs = NamedTuple("Outputs", model=Model, train_metrics=Metrics,
+        Outputs = NamedTuple("Outputs", model=Model, train_metrics=Metrics,  # noqa: UP014
                              eval_metrics=Metrics, passed=bool)
         return Outputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
                        eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"])

@@ -108,10 +108,10 @@ def train_resnet_mpijob(
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     mode = tj.execution_mode(execution)
-    hyper = dict(epochs=epochs, batch_size=batch_size, steps_per_epoch=steps_per_epoch,
-                 learning_rate=learning_rate, lr_warmup_steps=lr_warmup_steps,
-                 optimizer=optimizer, model=model_name, blocks=blocks, width=width,
-                 mixed_precision=mixed_precision, xla=xla, seed=seed)
+    hyper = {"epochs": epochs, "batch_size": batch_size, "steps_per_epoch": steps_per_epoch,
+             "learning_rate": learning_rate, "lr_warmup_steps": lr_warmup_steps,
+             "optimizer": optimizer, "model": model_name, "blocks": blocks, "width": width,
+             "mixed_precision": mixed_precision, "xla": xla, "seed": seed}
     if mode == "local":
         out = model.path.rstrip("/") + ".run"
         metrics_path = f"{out}/metrics.json"

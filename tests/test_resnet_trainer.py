@@ -1,0 +1,185 @@
+"""Pure parts of the Horovod ResNet trainer and of train_resnet_mpijob (no MPI needed)."""
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from kfp import dsl
+
+from kfp_gpu import horovod_train as ht
+from kfp_gpu import mpijob, resnet_data
+from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _idx(arr: np.ndarray) -> bytes:
+    return bytes([0, 0, 0x08, arr.ndim]) + struct.pack(f">{arr.ndim}I", *arr.shape) + \
+        arr.astype(np.uint8).tobytes()
+
+
+def test_parse_idx_round_trip_and_errors(tmp_path):
+    a = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    (tmp_path / "f.gz").write_bytes(gzip.compress(_idx(a)))
+    np.testing.assert_array_equal(resnet_data.read_idx(tmp_path / "f.gz"), a)
+    with pytest.raises(ValueError, match="magic"):
+        resnet_data.parse_idx(b"\x01\x00\x08\x01" + b"\0" * 8)
+    with pytest.raises(ValueError, match="type code"):
+        resnet_data.parse_idx(bytes([0, 0, 0x07, 1, 0, 0, 0, 1, 5]))
+    with pytest.raises(ValueError, match="bytes"):
+        resnet_data.parse_idx(_idx(a)[:-1])
+
+
+def test_real_fashion_mnist_loads(shared_data):
+    d = resnet_data.load_idx_dir(shared_data / "fashion-mnist")
+    assert d.x_train.shape == (60000, 28, 28, 1) and d.x_test.shape == (10000, 28, 28, 1)
+    assert d.x_train.dtype == np.uint8 and d.classes == 10
+    assert np.bincount(d.y_test).tolist() == [1000] * 10  # the published balanced test set
+
+
+def test_shard_is_disjoint_and_complete():
+    x = np.arange(10)
+    parts = [resnet_data.shard(x, x, r, 3)[0] for r in range(3)]
+    assert sorted(np.concatenate(parts).tolist()) == list(range(10))
+    with pytest.raises(ValueError):
+        resnet_data.shard(x, x, 3, 3)
+
+
+def test_load_source_npz_and_errors(tmp_path):
+    x = np.zeros((4, 8, 8), np.uint8)
+    np.savez(tmp_path / "d.npz", x_train=x, y_train=[0, 1, 2, 1], x_test=x[:2], y_test=[0, 2])
+    d = resnet_data.load_source(str(tmp_path / "d.npz"))
+    assert d.x_train.shape == (4, 8, 8, 1) and d.classes == 3 and len(d.y_test) == 2
+    with pytest.raises(ValueError, match="accepted"):
+        resnet_data.load_source("")
+    with pytest.raises(FileNotFoundError):
+        resnet_data.load_source(str(tmp_path / "missing"))
+
+
+def test_scaled_lr_warms_up_linearly_to_size_times_base():
+    assert ht.scaled_lr(0, 0.1, 4, 10) == pytest.approx(0.1)
+    assert ht.scaled_lr(5, 0.1, 4, 10) == pytest.approx(0.25)
+    assert ht.scaled_lr(10, 0.1, 4, 10) == pytest.approx(0.4)
+    assert ht.scaled_lr(0, 0.1, 4, 0) == pytest.approx(0.4)
+
+
+def test_summarize_and_checksum():
+    w = [np.ones((2, 2), np.float32), np.zeros(3, np.float32)]
+    c = ht.weights_checksum(w)
+    assert c["sum"] == 4.0 and c == ht.weights_checksum([a.copy() for a in w])
+    w2 = [w[0] + np.float32(1e-7), w[1]]
+    assert ht.weights_checksum(w2)["sha256"] != c["sha256"]  # one ulp changes the digest
+    s = ht.summarize([{"img_per_sec": 100.0, "checksum": c},
+                      {"img_per_sec": 300.0, "checksum": ht.weights_checksum(w2)}], 32)
+    assert s["img_per_sec_per_gpu"] == 200.0 and s["img_per_sec_total"] == 400.0
+    assert s["ms_per_step"] == pytest.approx(160.0)
+    assert s["weights_identical"] is False and s["weights_sum_spread"] > 0
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("mode", "eval", "mode"), ("model", "vgg", "model"), ("optimizer", "lamb", "optimizer"),
+    ("batch_size", 0, "batch_size"), ("steps", -1, "steps"), ("lr", 0.0, "lr")])
+def test_config_rejects_bad_values(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        ht.TrainConfig(**{field: value}).resolved()
+
+
+def test_config_defaults():
+    b = ht.TrainConfig(mode="benchmark").resolved()
+    assert (b.model, b.steps, b.image_size, b.batch_size) == ("resnet50", 100, 224, 32)
+    t = ht.TrainConfig(output_dir="gs://b/x/").resolved()
+    assert t.model == "small" and t.model_dir == "gs://b/x/model"
+    assert t.checkpoint_dir == "gs://b/x/checkpoints"
+
+
+def test_execution_mode():
+    assert tj.execution_mode("auto", {}) == "local"
+    assert tj.execution_mode("auto", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "cluster"
+    assert tj.execution_mode("local", {"KUBERNETES_SERVICE_HOST": "x"}) == "local"
+    with pytest.raises(ValueError, match="accepted"):
+        tj.execution_mode("remote")
+
+
+@pytest.mark.parametrize("resources,text", [
+    ({"limits": {"nvidia.com/gpu": "8", "cpu": "4"}}, "gpu:8"),
+    ({"limits": {"nvidia.com/mig-3g.40gb": 1}}, "mig:3g.40gb"),
+    ({"limits": {"nvidia.com/gpu.shared": 2}}, "shared:2,renamed=true"),
+    ({"requests": {"cnvrg.io/metagpu": "50"}}, "metagpu:50"),
+    ({"limits": {"cpu": "2"}}, "none"), (None, "none")])
+def test_gpu_from_resources(resources, text):
+    assert tj.gpu_from_resources(resources) == text
+
+
+def test_gpu_from_resources_errors():
+    with pytest.raises(ValueError, match="integer"):
+        tj.gpu_from_resources({"limits": {"nvidia.com/gpu": "0.5"}})
+    with pytest.raises(ValueError, match="one"):
+        tj.gpu_from_resources({"limits": {"nvidia.com/gpu": 1, "cnvrg.io/metagpu": 1}})
+
+
+def test_task_config_goes_to_workers_not_launcher():
+    tol = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    cfg = dsl.TaskConfig(resources={"limits": {"nvidia.com/gpu": "8", "memory": "64Gi"}},
+                         tolerations=[tol], node_selector={"nvidia.com/gpu.product": "H100"},
+                         env=[{"name": "KFP_GPU_SHARE", "value": "8.0"},
+                              {"name": "S", "valueFrom": {"secretKeyRef": {}}}])
+    s = tj.worker_settings(cfg)
+    assert s["gpu"] == "gpu:8" and s["env"] == {"KFP_GPU_SHARE": "8.0"}
+    assert s["worker_memory"] == "64Gi"
+    args = tj.trainer_args("gs://b/w/data.npz", "", "gs://b/w", epochs=1, batch_size=32,
+                           steps_per_epoch=0, learning_rate=0.0125, lr_warmup_steps=100,
+                           optimizer="sgd", model="small", blocks=2, width=16,
+                           mixed_precision=True, xla=False, seed=0)
+    opts = tj.job_options(name="resnet-abc", namespace="ml", image="img", args=args, workers=2,
+                          settings=s, rdma=True, rdma_resource="rdma/rdma_shared_device_a",
+                          multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="",
+                          nccl_socket_ifname="", shm_size="", run_id="r", task_name="t")
+    job = mpijob.build(opts)
+    specs = job["spec"]["mpiReplicaSpecs"]
+    worker = specs["Worker"]["template"]["spec"]
+    launcher = specs["Launcher"]["template"]["spec"]
+    assert job["spec"]["slotsPerWorker"] == 8 and specs["Worker"]["replicas"] == 2
+    wres = worker["containers"][0]["resources"]["limits"]
+    assert wres["nvidia.com/gpu"] in (8, "8") and "rdma/rdma_shared_device_a" in wres
+    assert tol in worker["tolerations"]
+    assert worker["nodeSelector"]["nvidia.com/gpu.product"] == "H100"
+    assert "nvidia.com/gpu" not in str(launcher.get("containers", [{}])[0].get("resources"))
+    cmd = " ".join(launcher["containers"][0].get("command", []) +
+                   launcher["containers"][0].get("args", []))
+    assert "-np 16" in cmd and "train-resnet" in cmd and "--mixed-precision" in cmd
+
+
+def test_trainer_args_validate_before_launch():
+    with pytest.raises(ValueError, match="optimizer"):
+        tj.trainer_args("d", "", "o", epochs=1, batch_size=32, steps_per_epoch=0,
+                        learning_rate=0.1, lr_warmup_steps=0, optimizer="rmsprop",
+                        model="small", blocks=1, width=8, mixed_precision=False, xla=False,
+                        seed=0)
+    assert tj.mpirun_command(2, ["p"], "mpirun", as_root=True) == [
+        "mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root", "p"]
+    with pytest.raises(ValueError):
+        tj.mpirun_command(0, ["p"])
+
+
+def test_kfp_scalar_metrics_scaling():
+    m = tj.kfp_scalar_metrics({"img_per_sec_total": 300.0, "world_size": 2,
+                               "weights_identical": True, "final_loss": None}, 200.0)
+    assert m["scaling_efficiency"] == pytest.approx(0.75) and m["weights_identical"] == 1.0
+    assert "final_loss" not in m
+
+
+def test_compiled_pipeline_gpu_on_training_task_passed_through():
+    spec = yaml.safe_load_all((REPO / "pipelines" / "resnet_horovod.yaml").read_text())
+    docs = list(spec)
+    comps = docs[0]["components"]
+    train = next(v for k, v in comps.items() if "train-resnet-mpijob" in k)
+    assert {p["field"] for p in train["taskConfigPassthroughs"]} >= {
+        "RESOURCES", "KUBERNETES_TOLERATIONS", "KUBERNETES_NODE_SELECTOR"}
+    execs = docs[0]["deploymentSpec"]["executors"]
+    train_exec = next(v for k, v in execs.items() if "train-resnet-mpijob" in k)
+    acc = train_exec["container"]["resources"]["accelerator"]
+    assert acc["resourceType"] == "nvidia.com/gpu" and str(acc["resourceCount"]) == "8"
+    assert "kfp-gpu-launcher" in train_exec["container"]["image"]
