@@ -88,8 +88,8 @@ def cpu_mode(a) -> tuple[list[dict], str]:
     ]
     model = runs[1][0]["model"]
     params = runs[1][0]["parameters"]
-    table = ["| MPI processes | img/sec per process | img/sec total | ms/step | scaling "
-             "efficiency | total vs 1 process | runs (total img/sec) |",
+    table = [("| MPI processes | img/sec per process | img/sec total | ms/step | scaling "
+              "efficiency | total vs 1 process | runs (total img/sec) |"),
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         table.append(f"| {r['processes']} | {r['img_per_sec_per_process']:.1f} | "
