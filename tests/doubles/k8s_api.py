@@ -51,8 +51,9 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from tests.doubles.http import JsonHandler, LoopbackServer
 
 MPI_PREFIX = "/apis/kubeflow.org/v2beta1/namespaces/"
 CORE_PREFIX = "/api/v1/namespaces/"
@@ -176,16 +177,12 @@ class FakeKube:
         self.gone_sent = 0  # watch streams answered with a 410 ERROR event
         self._faults: list[_Fault] = []
         self.controller: ScriptedController | None = ScriptedController()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackServer | None = None
         self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> FakeKube:
-        handler = type("Handler", (_Handler,), {"kube": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        t = threading.Thread(target=self._server.serve_forever, daemon=True)
-        t.start()
+        self._server = LoopbackServer(_Handler, "kube", self)
         return self
 
     def stop(self) -> None:
@@ -193,8 +190,7 @@ class FakeKube:
             self._watch_epoch += 1
             self._lock.notify_all()
         if self._server:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
 
     def __enter__(self):
         return self.start()
@@ -205,7 +201,7 @@ class FakeKube:
     @property
     def host(self) -> str:
         assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._server.url
 
     def api_client(self):
         """A ``kubernetes.client.ApiClient`` pointed at this double."""
@@ -409,21 +405,10 @@ def _selected(obj: dict, query: dict) -> bool:
     return True
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     kube: FakeKube
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args) -> None:  # keep test output clean
-        pass
 
     # -- plumbing
-    def _send_json(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _start_chunked(self, content_type: str) -> None:
         self.send_response(200)
@@ -461,7 +446,7 @@ class _Handler(BaseHTTPRequestHandler):
                     pass
                 return
             req.status = fault.status
-            self._send_json(fault.status, status_body(
+            self.send_json(fault.status, status_body(
                 fault.status, "InternalError", "Internal error occurred: injected fault"))
             return
         try:
@@ -497,20 +482,20 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._get("pods", ns, parts[2])
                 if plural == "pods" and len(parts) == 4 and parts[3] == "log":
                     return self._log(ns, parts[2], query)
-        self._send_json(404, status_body(404, "NotFound", f"the server could not find {path}"))
+        self.send_json(404, status_body(404, "NotFound", f"the server could not find {path}"))
         return 404
 
     def _mpijobs(self, method: str, ns: str, name: str, query: dict, body) -> int:
         if method == "POST" and not name:
             if body.get("apiVersion") != "kubeflow.org/v2beta1" or body.get("kind") != "MPIJob":
-                self._send_json(400, status_body(400, "BadRequest", "wrong apiVersion/kind"))
+                self.send_json(400, status_body(400, "BadRequest", "wrong apiVersion/kind"))
                 return 400
             if body.get("metadata", {}).get("namespace", ns) != ns:
-                self._send_json(400, status_body(
+                self.send_json(400, status_body(
                     400, "BadRequest", "the namespace of the object does not match the URL"))
                 return 400
             code, out = self.kube.create_object("mpijobs", ns, body)
-            self._send_json(code, out)
+            self.send_json(code, out)
             if code == 201:
                 self.kube.start_controller(ns, out["metadata"]["name"])
             return code
@@ -522,18 +507,18 @@ class _Handler(BaseHTTPRequestHandler):
             policy = (body or {}).get("propagationPolicy") or query.get(
                 "propagationPolicy", ["Background"])[0]
             code, out = self.kube.delete_object("mpijobs", ns, name, policy)
-            self._send_json(code, out)
+            self.send_json(code, out)
             return code
-        self._send_json(405, status_body(405, "MethodNotAllowed", method))
+        self.send_json(405, status_body(405, "MethodNotAllowed", method))
         return 405
 
     def _get(self, plural: str, ns: str, name: str) -> int:
         obj = self.kube.get_object(plural, ns, name)
         if obj is None:
-            self._send_json(404, status_body(404, "NotFound", f'{plural} "{name}" not found',
+            self.send_json(404, status_body(404, "NotFound", f'{plural} "{name}" not found',
                                              {"name": name, "kind": plural}))
             return 404
-        self._send_json(200, obj)
+        self.send_json(200, obj)
         return 200
 
     def _list_or_watch(self, plural: str, ns: str, query: dict) -> int:
@@ -545,7 +530,7 @@ class _Handler(BaseHTTPRequestHandler):
         items = kube.list_objects(plural, ns, query)
         kind = {"mpijobs": "MPIJobList", "pods": "PodList", "events": "EventList"}[plural]
         api = "kubeflow.org/v2beta1" if plural == "mpijobs" else "v1"
-        self._send_json(200, {"apiVersion": api, "kind": kind,
+        self.send_json(200, {"apiVersion": api, "kind": kind,
                               "metadata": {"resourceVersion": str(rv)}, "items": items})
         return 200
 
@@ -600,7 +585,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _log(self, ns: str, pod: str, query: dict) -> int:
         kube = self.kube
         if kube.get_object("pods", ns, pod) is None:
-            self._send_json(404, status_body(404, "NotFound", f'pods "{pod}" not found'))
+            self.send_json(404, status_body(404, "NotFound", f'pods "{pod}" not found'))
             return 404
         follow = _flag(query, "follow")
         tail = query.get("tailLines", [None])[0]

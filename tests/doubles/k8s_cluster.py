@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 from urllib.parse import urlsplit
+
+from tests.doubles.http import JsonHandler, LoopbackServer
 
 NODES_FILE = Path(__file__).with_name("k8s_cluster_nodes.json")
 CRD_PREFIX = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
@@ -94,20 +94,15 @@ class FakeCluster:
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Self:
-        handler = type("Handler", (_Handler,), {"cluster": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = LoopbackServer(_Handler, "cluster", self)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._server.url
 
     def kubeconfig(self, path: Path, token: str = "admin-token") -> Path:
         """Write a kubeconfig pointing at this server with a bearer token."""
@@ -178,20 +173,8 @@ def _forbidden_msg(user, verb, group, resource, namespace, name=""):
     return (f'{what}: User "{user}" cannot {verb}{sub} in API group "{group}" {scope}')
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     cluster: FakeCluster
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):  # keep test output clean
-        pass
-
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _identity(self):
         """(user, groups, impersonator) or None after sending 401/403."""
@@ -199,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
         if token not in c.tokens:
-            self._send(401, _status(401, "Unauthorized", "Unauthorized"))
+            self.send_json(401, _status(401, "Unauthorized", "Unauthorized"))
             return None
         user, groups = c.tokens[token]
         target = self.headers.get("Impersonate-User")
@@ -209,14 +192,14 @@ class _Handler(BaseHTTPRequestHandler):
             _, _, ns, name = target.split(":", 3)
             ok, _ = c.authorize(user, groups, "impersonate", "", "serviceaccounts", ns, name)
             if not ok:
-                self._send(403, _status(403, "Forbidden", _forbidden_msg(
+                self.send_json(403, _status(403, "Forbidden", _forbidden_msg(
                     user, "impersonate", "", "serviceaccounts", ns, name)))
                 return None
             return target, ["system:serviceaccounts", f"system:serviceaccounts:{ns}",
                             "system:authenticated"], user
         ok, _ = c.authorize(user, groups, "impersonate", "", "users", "", target)
         if not ok:
-            self._send(403, _status(403, "Forbidden", _forbidden_msg(
+            self.send_json(403, _status(403, "Forbidden", _forbidden_msg(
                 user, "impersonate", "", "users", "", target)))
             return None
         return target, ["system:authenticated"], user
@@ -225,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
         user, groups, _ = who
         ok, _ = self.cluster.authorize(user, groups, verb, group, resource, namespace, name)
         if not ok:
-            self._send(403, _status(403, "Forbidden", _forbidden_msg(
+            self.send_json(403, _status(403, "Forbidden", _forbidden_msg(
                 user, verb, group, resource, namespace, name),
                 {"kind": resource, "name": name} if name else {"kind": resource}))
         return ok
@@ -244,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         c = self.cluster
         if path == "/api/v1/nodes":
             if self._check(who, "list", "", "nodes"):
-                self._send(200, {"kind": "NodeList", "apiVersion": "v1",
+                self.send_json(200, {"kind": "NodeList", "apiVersion": "v1",
                                  "metadata": {"resourceVersion": "4711"},
                                  "items": copy.deepcopy(c.nodes)})
             return
@@ -254,14 +237,14 @@ class _Handler(BaseHTTPRequestHandler):
                                "customresourcedefinitions", "", name):
                 return
             if name not in c.crds:
-                self._send(404, _status(404, "NotFound", f'customresourcedefinitions.'
+                self.send_json(404, _status(404, "NotFound", f'customresourcedefinitions.'
                                         f'apiextensions.k8s.io "{name}" not found',
                                         {"name": name, "group": "apiextensions.k8s.io",
                                          "kind": "customresourcedefinitions"}))
                 return
-            self._send(200, copy.deepcopy(c.crds[name]))
+            self.send_json(200, copy.deepcopy(c.crds[name]))
             return
-        self._send(404, _status(404, "NotFound", "the server could not find the requested "
+        self.send_json(404, _status(404, "NotFound", "the server could not find the requested "
                                 "resource"))
 
     def do_POST(self):
@@ -273,14 +256,14 @@ class _Handler(BaseHTTPRequestHandler):
         if who is None:
             return
         if path != SSAR_PATH:
-            self._send(404, _status(404, "NotFound", "the server could not find the "
+            self.send_json(404, _status(404, "NotFound", "the server could not find the "
                                     "requested resource"))
             return
         try:
             body = json.loads(raw)
             attrs = body["spec"]["resourceAttributes"]
         except (ValueError, KeyError, TypeError):
-            self._send(400, _status(400, "BadRequest", "invalid SelfSubjectAccessReview"))
+            self.send_json(400, _status(400, "BadRequest", "invalid SelfSubjectAccessReview"))
             return
         resource = attrs.get("resource", "")
         if attrs.get("subresource"):
@@ -290,4 +273,4 @@ class _Handler(BaseHTTPRequestHandler):
                                          attrs.get("namespace", ""), attrs.get("name", ""))
         body.setdefault("metadata", {})["creationTimestamp"] = None
         body["status"] = {"allowed": ok, **({"reason": why} if ok else {})}
-        self._send(201, body)
+        self.send_json(201, body)

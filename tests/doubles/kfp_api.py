@@ -39,11 +39,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
+
+from tests.doubles.http import JsonHandler, LoopbackServer
 
 API = "/apis/v2beta1"
 
@@ -81,19 +82,15 @@ class FakeKfp:
         self._lock = threading.Lock()
 
     def __enter__(self) -> Self:
-        handler = type("Handler", (_Handler,), {"kfp": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = LoopbackServer(_Handler, "kfp", self)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._server.url
 
     # ------------------------------------------------------------------ semantics
     @staticmethod
@@ -233,20 +230,8 @@ def _multipart_file(headers, body: bytes) -> bytes:
                    "missing")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     kfp: FakeKfp
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _auth(self, write: bool) -> None:
         k = self.kfp
@@ -276,14 +261,14 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path == f"{API}/healthz" and method == "GET":
                 self._auth(False)
-                return self._send(200, {"commit_sha": "0f1e2d3c", "tag_name": "2.5.0",
+                return self.send_json(200, {"commit_sha": "0f1e2d3c", "tag_name": "2.5.0",
                                         "multi_user": k.multi_user})
             self._auth(method != "GET")
             with k._lock:
                 body = self._route(method, path, q, raw)
-            self._send(200, body)
+            self.send_json(200, body)
         except ApiError as e:
-            self._send(e.http, {"error": e.message, "code": e.code, "message": e.message,
+            self.send_json(e.http, {"error": e.message, "code": e.code, "message": e.message,
                                 "details": []})
 
     def _route(self, method, path, q, raw) -> dict:
