@@ -77,3 +77,23 @@ def test_markdown_report_gate():
     assert "**FAIL**" in ev.markdown_report(m, 0.8)
     md = ev.markdown_report(m, 0.6)
     assert "**PASS**" in md and "| **pos** | 1 | 2 |" in md
+
+
+def test_log_outputs_into_kfp_artifacts(tmp_path):
+    from kfp.dsl import ClassificationMetrics, Metrics
+
+    m = ev.compute_metrics(Y, S, ["neg", "pos"])
+    metrics, cm = Metrics(uri=str(tmp_path / "m")), ClassificationMetrics(uri=str(tmp_path / "c"))
+    passed = ev.log_outputs(m, metrics, cm, str(tmp_path / "report.md"), 0.6)
+    assert passed is True
+    assert metrics.metadata["accuracy"] == pytest.approx(4 / 6)
+    assert metrics.metadata["roc_auc"] == pytest.approx(8 / 9)
+    assert cm.metadata["confusionMatrix"]["rows"] == [{"row": [2, 1]}, {"row": [1, 2]}]
+    assert len(cm.metadata["confidenceMetrics"]) == len(m["roc"]["fpr"])
+    assert "**PASS**" in (tmp_path / "report.md").read_text()
+    # a NaN AUC (one class only) is left out rather than logged
+    one = ev.compute_metrics(np.array([1, 1]), np.array([0.7, 0.2]))
+    metrics2 = Metrics(uri=str(tmp_path / "m2"))
+    assert ev.log_outputs(one, metrics2, ClassificationMetrics(uri=str(tmp_path / "c2")),
+                          str(tmp_path / "r2.md"), 0.6) is False
+    assert "roc_auc" not in metrics2.metadata

@@ -32,9 +32,7 @@ def combine_shards(
     Raises:
         ValueError: shards missing, overlapping or from another set.
     """
-    import math
-
-    from kfp_gpu import datasets, storage
+    from kfp_gpu import datasets
     from kfp_gpu.components.evaluate_classifier import evaluate as ev
     from kfp_gpu.components.evaluate_shard import shards
 
@@ -45,13 +43,5 @@ def combine_shards(
         raise ValueError(f"shards hold {len(y_true)} rows but the test set has {rows}")
     n_classes = 2 if y_score.ndim == 1 else y_score.shape[1]
     m = ev.compute_metrics(y_true, y_score, ev.class_names_for(test_data.path, n_classes))
-    for key in ("accuracy", "precision", "recall", "f1", "roc_auc", "loss", "rows"):
-        if not (isinstance(m[key], float) and math.isnan(m[key])):
-            metrics.log_metric(key, float(m[key]))
     metrics.log_metric("shards", float(len(parts)))
-    classification_metrics.log_confusion_matrix(m["classes"], m["confusion_matrix"])
-    if "roc" in m:
-        classification_metrics.log_roc_curve(m["roc"]["fpr"], m["roc"]["tpr"],
-                                             m["roc"]["thresholds"])
-    storage.write_text(report.path, ev.markdown_report(m, accuracy_threshold))
-    return bool(m["accuracy"] >= accuracy_threshold)
+    return ev.log_outputs(m, metrics, classification_metrics, report.path, accuracy_threshold)

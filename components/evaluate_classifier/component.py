@@ -34,21 +34,11 @@ def evaluate_classifier(
         report: Markdown summary.
         Output (bool): ``accuracy >= accuracy_threshold``.
     """
-    import math
-
-    from kfp_gpu import device, storage
+    from kfp_gpu import device
     from kfp_gpu.components.evaluate_classifier import evaluate as ev
 
     device.apply_gpu_share()
     y_true, y_score = ev.predict(model.path, test_data.path, batch_size)
     n_classes = 2 if y_score.ndim == 1 else y_score.shape[1]
     m = ev.compute_metrics(y_true, y_score, ev.class_names_for(test_data.path, n_classes))
-    for key in ("accuracy", "precision", "recall", "f1", "roc_auc", "loss", "rows"):
-        if not (isinstance(m[key], float) and math.isnan(m[key])):
-            metrics.log_metric(key, float(m[key]))
-    classification_metrics.log_confusion_matrix(m["classes"], m["confusion_matrix"])
-    if "roc" in m:
-        classification_metrics.log_roc_curve(m["roc"]["fpr"], m["roc"]["tpr"],
-                                             m["roc"]["thresholds"])
-    storage.write_text(report.path, ev.markdown_report(m, accuracy_threshold))
-    return bool(m["accuracy"] >= accuracy_threshold)
+    return ev.log_outputs(m, metrics, classification_metrics, report.path, accuracy_threshold)

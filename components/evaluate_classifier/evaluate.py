@@ -166,3 +166,27 @@ def class_names_for(dataset_path: str, n_classes: int) -> list[str]:
     if names and len(names) == n_classes:
         return [str(n) for n in names]
     return [str(i) for i in range(n_classes)]
+
+
+SCALARS = ("accuracy", "precision", "recall", "f1", "roc_auc", "loss", "rows")
+
+
+def log_outputs(m: dict, metrics, classification_metrics, report_path: str,
+                threshold: float) -> bool:
+    """Write :func:`compute_metrics` output into KFP artifacts; returns the accuracy gate.
+
+    ``metrics`` (kfp ``Metrics``) gets the scalar metrics (NaN ones left out),
+    ``classification_metrics`` (kfp ``ClassificationMetrics``) the confusion matrix and,
+    for binary models, the ROC curve; ``report_path`` the Markdown report (atomically).
+    """
+    from kfp_gpu import storage
+
+    for key in SCALARS:
+        if not (isinstance(m[key], float) and math.isnan(m[key])):
+            metrics.log_metric(key, float(m[key]))
+    classification_metrics.log_confusion_matrix(m["classes"], m["confusion_matrix"])
+    if "roc" in m:
+        classification_metrics.log_roc_curve(m["roc"]["fpr"], m["roc"]["tpr"],
+                                             m["roc"]["thresholds"])
+    storage.write_text(report_path, markdown_report(m, threshold))
+    return bool(m["accuracy"] >= threshold)
