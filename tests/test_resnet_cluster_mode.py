@@ -1,0 +1,307 @@
+"""train_resnet_mpijob in cluster execution, end to end against the Kubernetes API double.
+
+The component's own Python function runs (``train_resnet_mpijob.python_func``, the body a
+KFP launcher pod runs) with ``execution="cluster"`` and a ``dsl.TaskConfig`` as the KFP
+driver hands it with ``task_config_passthroughs``. It stages the Datasets under
+``work_dir`` (a local directory standing in for a shared PVC), builds the MPIJob, creates it
+through the real ``kubernetes`` client over HTTP (tests/doubles/k8s_api.py), follows it to
+a terminal condition and produces its outputs. The scripted MPI Operator also plays rank 0
+of the trainer: it reads the posted MPIJob's mpirun argv and writes a real ``model.keras``
+where the trainer would (``kfp_gpu.horovod_train``: ``<output-dir>/model``), and the
+launcher pod's log ends with the trainer's ``METRICS {json}`` line.
+
+The only seam replaced is ``kfp_gpu.launcher.api_client`` (in a pod it loads the in-cluster
+config): it returns a client for the double.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kfp import dsl
+
+from kfp_gpu import datasets, horovod_train, launcher, mpijob
+from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
+from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
+from tests.doubles.k8s_api import FakeKube, ScriptedController
+
+NS = "ml"
+RUN_ID = "run-7f3c"
+TASK = "train-resnet-mpijob"
+MPIJOBS = "/mpijobs"
+SINGLE_GPU_IMG_PER_SEC = 400.0
+
+#: What the pipeline sets on the task (set_accelerator_type/limit, set_cpu_limit,
+#: set_memory_limit, add_toleration, add_node_selector_constraint, set_env_variable) as
+#: the KFP driver passes it through: Kubernetes JSON.
+TASK_CONFIG = dsl.TaskConfig(
+    resources={"limits": {"nvidia.com/gpu": "8", "cpu": "32", "memory": "256Gi"},
+               "requests": {"cpu": "32", "memory": "256Gi"}},
+    tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu-training",
+                  "effect": "NoSchedule"}],
+    node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    env=[{"name": "NCCL_DEBUG", "value": "WARN"},
+         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+)
+
+
+def trainer_metrics_line(world_size: int, batch: int = 32) -> tuple[dict, str]:
+    """Rank 0's METRICS line as kfp_gpu.horovod_train prints it (summary of per-rank figures,
+    ``ranks`` left out), with mpirun's ``--tag-output`` prefix."""
+    rates = [380.0 - 2.5 * r for r in range(world_size)]
+    ranks = [{"rank": r, "img_per_sec": v, "checksum": {"sha256": "ab" * 32, "sum": 12.5}}
+             for r, v in enumerate(rates)]
+    metrics = {"mode": "train", "model": "small", "global_batch_size": batch * world_size,
+               "final_loss": 0.61, "final_accuracy": 0.78, "test_loss": 0.66,
+               "test_accuracy": 0.76, "global_step": 40, "epochs_run": 1,
+               **horovod_train.summarize(ranks, batch)}
+    return metrics, "[1,0]<stdout>:METRICS " + json.dumps(metrics)
+
+
+def _flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1] if name in argv else ""
+
+
+def launcher_argv(job: dict) -> list[str]:
+    return job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "command"]
+
+
+@dataclass
+class RankZeroController(ScriptedController):
+    """The MPI Operator double, plus what rank 0 of the trainer leaves on the shared volume.
+
+    Before the job runs it waits for the component's MPIJob record (``record``) and notes
+    whether the record existed then and the Model output did not (``record_first``).
+    ``model`` (a keras.Model) is saved with the trainer's own writer at the model directory
+    the posted argv resolves to (``horovod_train.TrainConfig``), unless the job fails.
+    """
+
+    model: object = None
+    record: Path | None = None
+    model_output: Path | None = None
+    record_first: bool | None = None
+
+    def run(self, kube: FakeKube, ns: str, name: str) -> None:
+        job = kube.get_object("mpijobs", ns, name)
+        if self.record is not None:
+            end = time.monotonic() + 10
+            while not self.record.exists() and time.monotonic() < end:
+                time.sleep(0.01)
+            self.record_first = self.record.exists() and not (
+                self.model_output is not None and self.model_output.exists())
+        if self.model is not None and self.outcome == "Succeeded":
+            argv = launcher_argv(job)
+            cfg = horovod_train.TrainConfig(
+                mode="train", output_dir=_flag(argv, "--output-dir"),
+                model_dir=_flag(argv, "--model-dir")).resolved()
+            horovod_train._save_model(self.model, cfg.model_dir)
+        super().run(kube, ns, name)
+
+
+@pytest.fixture(scope="module")
+def keras_model():
+    from kfp_gpu import resnet_models
+
+    return resnet_models.build("small", (8, 8, 1), 3, blocks=1, width=4, seed=3)
+
+
+@pytest.fixture()
+def kube(monkeypatch):
+    with FakeKube() as k:
+        monkeypatch.setattr(launcher, "api_client", lambda kubeconfig=None: k.api_client())
+        monkeypatch.delenv(tj.IN_CLUSTER_ENV, raising=False)
+        yield k
+
+
+@pytest.fixture()
+def data(tmp_path):
+    rng = np.random.default_rng(0)
+    out = {}
+    for split, n in (("train", 24), ("test", 9)):
+        x = rng.integers(0, 256, size=(n, 8, 8, 1), dtype=np.uint8)
+        y = rng.integers(0, 3, size=n).astype(np.int32)
+        datasets.save(x, y, tmp_path / "in" / split)
+        out[split] = (x, y)
+    return out
+
+
+class Outputs:
+    """The component's input and output artifacts under ``root`` (one task attempt)."""
+
+    def __init__(self, root: Path, inputs: Path):
+        self.train = dsl.Dataset(uri=str(inputs / "train"))
+        self.test = dsl.Dataset(uri=str(inputs / "test"))
+        self.model = dsl.Model(uri=str(root / "model"))
+        self.metrics = dsl.Metrics(uri=str(root / "metrics"))
+        self.mpijob = dsl.Artifact(uri=str(root / "mpijob"))
+        self.trainer_metrics = dsl.Artifact(uri=str(root / "trainer_metrics"))
+
+
+def run_component(out: Outputs, work_dir: Path, **kw) -> None:
+    args = {"execution": "cluster", "workers": 2, "epochs": 1, "batch_size": 32,
+            "work_dir": str(work_dir), "namespace": NS, "image": "registry.test/horovod:1",
+            "single_gpu_img_per_sec": SINGLE_GPU_IMG_PER_SEC, "run_id": RUN_ID,
+            "task_name": TASK, "task_config": TASK_CONFIG}
+    args.update(kw)
+    train_resnet_mpijob.python_func(
+        train_data=out.train, test_data=out.test, model=out.model, metrics=out.metrics,
+        mpijob=out.mpijob, trainer_metrics=out.trainer_metrics, **args)
+
+
+def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, tmp_path,
+                                                                   keras_model):
+    import keras
+
+    world = 2 * 8
+    expected, metrics_line = trainer_metrics_line(world)
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    work = tmp_path / "pvc" / "resnet-work"
+    log = ["[1,0]<stdout>:hvd.init: 16 ranks", "[1,0]<stdout>:epoch 1 loss 0.61",
+           metrics_line, "[1,3]<stderr>:rank 3 done"]
+    ctl = RankZeroController(outcome="Succeeded", log=log, step_s=0.02, model=keras_model,
+                             record=Path(out.mpijob.path), model_output=Path(out.model.path))
+    kube.controller = ctl
+
+    run_component(out, work)
+
+    # -- the MPIJob that was created (once), and what it asks for
+    assert kube.count("POST", MPIJOBS) == 1
+    name = mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    job = kube.get_object("mpijobs", NS, name)
+    posted = next(r.body for r in kube.requests if r.method == "POST")
+    assert posted["spec"] == job["spec"]
+    spec = job["spec"]
+    assert spec["slotsPerWorker"] == 8
+    worker = spec["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 2
+    wpod = worker["template"]["spec"]
+    wres = wpod["containers"][0]["resources"]
+    assert wres["limits"]["nvidia.com/gpu"] == "8" and wres["requests"]["nvidia.com/gpu"] == "8"
+    assert wres["limits"]["cpu"] == "32" and wres["limits"]["memory"] == "256Gi"
+    assert TASK_CONFIG.tolerations[0] in wpod["tolerations"]
+    assert wpod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    wenv = {e["name"]: e.get("value") for e in wpod["containers"][0]["env"]}
+    assert wenv["NCCL_DEBUG"] == "WARN" and "POD_IP" not in wenv
+    lpod = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    lres = lpod["containers"][0]["resources"]
+    assert not any(k.startswith("nvidia.com/") for part in lres.values() for k in part)
+    assert "tolerations" not in lpod and "nodeSelector" not in lpod
+    argv = launcher_argv(job)
+    assert argv[argv.index("-np") + 1] == str(world)
+    program = argv[argv.index("kfp-gpu"):]
+    assert program[:4] == ["kfp-gpu", "train-resnet", "--mode", "train"]
+    assert _flag(program, "--output-dir") == str(work)
+    assert _flag(program, "--data") == str(work / tj.DATA_FILE)
+    assert job["metadata"]["annotations"][mpijob.RUN_ID_ANNOTATION] == RUN_ID
+
+    # -- the Datasets were staged as one npz the Workers read
+    with np.load(work / tj.DATA_FILE) as z:
+        np.testing.assert_array_equal(z["x_train"], data["train"][0])
+        np.testing.assert_array_equal(z["y_test"], data["test"][1])
+
+    # -- the record was written first, and names the object that exists
+    assert ctl.record_first is True
+    rec = json.loads(Path(out.mpijob.path).read_text())
+    assert rec == {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "namespace": NS,
+                   "name": name, "uid": job["metadata"]["uid"]}
+
+    # -- metrics parsed from the launcher log (not from a file: none was written)
+    assert not (work / horovod_train.METRICS_FILE).exists()
+    got = out.metrics.metadata
+    assert got["img_per_sec_per_gpu"] == pytest.approx(expected["img_per_sec_per_gpu"])
+    assert got["img_per_sec_total"] == pytest.approx(expected["img_per_sec_total"])
+    assert got["world_size"] == world and got["weights_identical"] == 1.0
+    assert got["scaling_efficiency"] == pytest.approx(
+        expected["img_per_sec_total"] / (world * SINGLE_GPU_IMG_PER_SEC))
+    assert got["test_accuracy"] == pytest.approx(0.76)
+    full = json.loads(Path(out.trainer_metrics.path).read_text())
+    assert full["reattached"] is False
+    assert full["img_per_sec_per_gpu_ci95"] == pytest.approx(
+        expected["img_per_sec_per_gpu_ci95"])
+
+    # -- the model rank 0 wrote on the shared volume is now the Model artifact
+    assert out.model.metadata["execution"] == "cluster"
+    assert out.model.metadata["world_size"] == world
+    loaded = keras.saving.load_model(Path(out.model.path) / "model.keras")
+    x = data["test"][0][:4].astype("float32")
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), keras_model.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_cluster_mode_failure_carries_reason_and_last_log_lines(kube, data, tmp_path):
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    log = [f"[1,0]<stdout>:step {i}" for i in range(70)] + [
+        "[1,5]<stderr>:Traceback (most recent call last):",
+        "[1,5]<stderr>:tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM",
+        "Primary job  terminated normally, but 1 process returned a non-zero exit code."]
+    kube.controller = ScriptedController(
+        outcome="Failed", reason="BackoffLimitExceeded",
+        message="Job has reached the specified backoff limit", log=log, step_s=0.002)
+
+    with pytest.raises(launcher.MPIJobFailed) as e:
+        run_component(out, tmp_path / "pvc" / "work")
+
+    err = e.value
+    assert err.reason == "BackoffLimitExceeded"
+    assert err.log_tail[-1] == log[-1] and len(err.log_tail) == 50
+    text = str(err)
+    assert "ResourceExhaustedError: OOM" in text and "step 10" not in text
+    # the record of what was created is there (a retry re-attaches to it); no outputs
+    rec = json.loads(Path(out.mpijob.path).read_text())
+    assert rec["name"] == mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    assert not Path(out.model.path).exists()
+    assert not Path(out.trainer_metrics.path).exists()
+    assert "img_per_sec_total" not in out.metrics.metadata
+
+
+def test_retried_task_reattaches_to_the_running_mpijob(kube, data, tmp_path, keras_model):
+    """Attempt 1 creates the MPIJob and is still following it when attempt 2 (a retry: new
+    pod, empty output paths, same run and task) starts: attempt 2 gets 409 on create,
+    re-attaches, and both end with the same job's results; one MPIJob, one create."""
+    world = 2 * 8
+    expected, metrics_line = trainer_metrics_line(world)
+    gate = threading.Event()
+    kube.controller = RankZeroController(outcome="Succeeded", log=["start", metrics_line],
+                                         gate=gate, model=keras_model)
+    work = tmp_path / "pvc" / "work"
+    first = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    second = Outputs(tmp_path / "attempt2", tmp_path / "in")
+    errors: list[BaseException] = []
+
+    def attempt1():
+        try:
+            run_component(first, work)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            errors.append(e)
+
+    t = threading.Thread(target=attempt1, daemon=True)
+    t.start()
+    name = mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    end = time.monotonic() + 60
+    while time.monotonic() < end and launcher.phase(
+            kube.get_object("mpijobs", NS, name) or {}) != "Running":
+        time.sleep(0.02)
+    assert launcher.phase(kube.get_object("mpijobs", NS, name)) == "Running"
+
+    threading.Timer(1.0, gate.set).start()  # the job finishes while attempt 2 follows it
+    run_component(second, work)
+    t.join(60)
+    assert not t.is_alive() and not errors, errors
+
+    assert [r.status for r in kube.requests if r.method == "POST"] == [201, 409]
+    assert len([k for k in kube.objects if k[0] == "mpijobs"]) == 1
+    uid = kube.get_object("mpijobs", NS, name)["metadata"]["uid"]
+    for attempt, reattached in ((first, False), (second, True)):
+        assert json.loads(Path(attempt.mpijob.path).read_text())["uid"] == uid
+        full = json.loads(Path(attempt.trainer_metrics.path).read_text())
+        assert full["reattached"] is reattached
+        assert attempt.metrics.metadata["img_per_sec_total"] == pytest.approx(
+            expected["img_per_sec_total"])
+        assert (Path(attempt.model.path) / "model.keras").is_file()
