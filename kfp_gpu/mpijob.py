@@ -14,7 +14,7 @@ controller-side rules from ``pkg/apis/kubeflow/validation/validation.go``)::
       slotsPerWorker: G                # MPI slots per Worker pod = whole GPUs per pod
       launcherCreationPolicy: WaitForWorkersReady
       mpiImplementation: OpenMPI
-      sshAuthMountPath: /root/.ssh
+      sshAuthMountPath: /home/mpiuser/.ssh   # non-root, as the project's horovod image
       runPolicy: {cleanPodPolicy, ttlSecondsAfterFinished, backoffLimit,
                   activeDeadlineSeconds}
       mpiReplicaSpecs:
@@ -26,6 +26,18 @@ of the Horovod docs, "Run Horovod with Open MPI"); the operator mounts the hostf
 sets ``OMPI_MCA_orte_default_hostfile`` itself. Workers run ``sshd`` and carry the GPU
 request (from :mod:`kfp_gpu.gpu`), the RDMA extended resource, ``IPC_LOCK``, a
 Memory-backed ``/dev/shm`` and the NCCL settings.
+
+Defaults fit the project's ``horovod`` image (``images/horovod/Dockerfile``), which follows
+the MPI Operator's non-root base image (``build/base/Dockerfile`` and the
+``examples/v2beta1/pi`` MPIJob of kubeflow/mpi-operator): user ``mpiuser`` (uid/gid 1000,
+home ``/home/mpiuser``), so ``sshAuthMountPath: /home/mpiuser/.ssh``, pods with
+``runAsUser``/``runAsGroup`` 1000, and Workers running
+``/usr/sbin/sshd -De -f /home/mpiuser/.sshd_config`` (port 2222, host key = the operator's
+``id_rsa``). The image's ``/etc/ssh/ssh_config`` sets ``Port 2222`` for the ssh client, so
+mpirun needs no ``-mca plm_rsh_args "-p 2222"``; images without that line need it (or an
+ssh config). For a root image use ``run_as_user=None, run_as_group=None,
+ssh_auth_mount_path="/root/.ssh", worker_command=("/usr/sbin/sshd", "-De")``
+(:data:`ROOT_SSH`).
 
 Upstream names used here:
 - ``rdma/rdma_shared_device_a``: the resource name of the Mellanox k8s-rdma-shared-dev-plugin
@@ -77,6 +89,21 @@ RESTART_POLICIES = ("Never", "OnFailure")  # validation.go validRestartPolicies
 #: NCCL_NET_GDR_LEVEL values (NCCL user guide): path names or the legacy integers 0-5.
 NCCL_GDR_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "0", "1", "2", "3", "4", "5")
 NCCL_DEBUG_LEVELS = ("", "VERSION", "WARN", "INFO", "TRACE")
+
+#: The non-root user of the horovod image and of the MPI Operator's base images.
+MPI_USER = "mpiuser"
+MPI_USER_ID = 1000
+MPI_USER_HOME = "/home/mpiuser"
+#: sshd port of the non-root image (a non-root sshd cannot bind 22 without a capability).
+SSH_PORT = 2222
+#: Where the operator mounts the SSH Secret (id_rsa, authorized_keys) for ``mpiuser``.
+DEFAULT_SSH_AUTH_MOUNT_PATH = f"{MPI_USER_HOME}/.ssh"
+#: Worker command: sshd in the foreground with the user's own config (PidFile and HostKey
+#: under the home directory, ``Port 2222``), as in kubeflow/mpi-operator's pi example.
+DEFAULT_WORKER_COMMAND = ("/usr/sbin/sshd", "-De", "-f", f"{MPI_USER_HOME}/.sshd_config")
+#: Option overrides for an image whose sshd runs as root (``/root/.ssh``, system config).
+ROOT_SSH = {"run_as_user": None, "run_as_group": None, "ssh_auth_mount_path": "/root/.ssh",
+            "worker_command": ("/usr/sbin/sshd", "-De")}
 
 #: Environment always forwarded by ``mpirun -x`` (the Horovod docs' example list).
 BASE_FORWARDED_ENV = ("LD_LIBRARY_PATH", "PATH")
@@ -166,12 +193,19 @@ class MPIJobOptions:
             none.
         launcher_cpu / launcher_memory: requests (= limits) of the Launcher.
         shm_size: ``sizeLimit`` of the Memory-backed ``/dev/shm`` emptyDir; empty = none.
-        worker_command: command of the Worker container (``sshd`` in the foreground).
+        worker_command: command of the Worker container (``sshd`` in the foreground;
+            default :data:`DEFAULT_WORKER_COMMAND`, the non-root sshd of the horovod image).
         clean_pod_policy, ttl_seconds_after_finished, backoff_limit,
         active_deadline_seconds: ``spec.runPolicy`` (seconds; ``None`` = unset).
         launcher_creation_policy: ``AtStartup`` or ``WaitForWorkersReady``.
         mpi_implementation: ``OpenMPI``, ``Intel`` or ``MPICH``.
-        ssh_auth_mount_path: where the operator mounts the SSH keys.
+        ssh_auth_mount_path: where the operator mounts the SSH keys (default
+            :data:`DEFAULT_SSH_AUTH_MOUNT_PATH`: the ``.ssh`` of the user the pods run as).
+        run_as_user / run_as_group: pod ``securityContext.runAsUser``/``runAsGroup`` of
+            Launcher and Workers (default 1000, ``mpiuser`` of the horovod image; ``None`` =
+            the image's user). They must match ``ssh_auth_mount_path``'s owner's home.
+        fs_group: pod ``securityContext.fsGroup`` (e.g. 1000 so a shared PVC the Workers
+            write to is group-writable for ``mpiuser``); ``None`` = unset.
         service_account: service account of the pods (empty = namespace default).
         scheduler_name: ``schedulerName`` of the Worker pods (e.g. ``kai-scheduler`` for
             KAI/Run:ai fractions, ``hami-scheduler`` for HAMi); empty = the request's own
@@ -203,14 +237,17 @@ class MPIJobOptions:
     launcher_cpu: str = "500m"
     launcher_memory: str = "512Mi"
     shm_size: str = ""
-    worker_command: Sequence[str] = ("/usr/sbin/sshd", "-De")
+    worker_command: Sequence[str] = DEFAULT_WORKER_COMMAND
     clean_pod_policy: str = "Running"
     ttl_seconds_after_finished: int | None = 86400
     backoff_limit: int | None = 0
     active_deadline_seconds: int | None = None
     launcher_creation_policy: str = "WaitForWorkersReady"
     mpi_implementation: str = "OpenMPI"
-    ssh_auth_mount_path: str = "/root/.ssh"
+    ssh_auth_mount_path: str = DEFAULT_SSH_AUTH_MOUNT_PATH
+    run_as_user: int | None = MPI_USER_ID
+    run_as_group: int | None = MPI_USER_ID
+    fs_group: int | None = None
     service_account: str = ""
     scheduler_name: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -301,6 +338,16 @@ class MPIJobOptions:
                              "DNS-1123 subdomains such as 'kai-scheduler'")
         if not self.ssh_auth_mount_path.startswith("/"):
             raise ValueError("ssh_auth_mount_path must be an absolute path")
+        if isinstance(self.worker_command, str) or not self.worker_command or not all(
+                isinstance(a, str) and a for a in self.worker_command):
+            raise ValueError("worker_command must be a non-empty sequence of non-empty "
+                             f"strings (argv), e.g. {list(DEFAULT_WORKER_COMMAND)}")
+        for key in ("run_as_user", "run_as_group", "fs_group"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 0):
+                raise ValueError(f"{key} must be a non-negative integer (uid/gid) or None, "
+                                 f"got {value!r}")
         for t in self.tolerations:
             if not isinstance(t, Mapping) or t.get("operator", "Equal") not in ("Equal", "Exists"):
                 raise ValueError(f"invalid toleration {t!r}: accepted are Toleration dicts with "
@@ -425,6 +472,24 @@ def _resources(limits: dict, requests: dict) -> dict:
     return out
 
 
+def pod_security_context(opts: MPIJobOptions) -> dict:
+    """PodSecurityContext (``runAsUser``, ``runAsGroup``, ``fsGroup``) of Launcher and
+    Workers; empty when all three are ``None``.
+
+    ``IPC_LOCK`` (added on Workers with RDMA) only reaches the effective capabilities of a
+    root process: Kubernetes sets no ambient capabilities, so for a non-root rank the
+    memory it can register for RDMA is bounded by ``RLIMIT_MEMLOCK`` (``ulimit -l``) that
+    the container runtime gives the pod (see docs/distributed.md).
+    """
+    out = {}
+    for key, field_ in (("runAsUser", "run_as_user"), ("runAsGroup", "run_as_group"),
+                        ("fsGroup", "fs_group")):
+        value = getattr(opts, field_)
+        if value is not None:
+            out[key] = value
+    return out
+
+
 def worker_template(opts: MPIJobOptions) -> dict:
     """PodTemplateSpec of a Worker: GPU request, RDMA, IPC_LOCK, /dev/shm, NCCL env."""
     frag = _pod_fragment(opts.gpu_request())
@@ -466,6 +531,9 @@ def worker_template(opts: MPIJobOptions) -> dict:
         spec["schedulerName"] = scheduler
     if opts.service_account:
         spec["serviceAccountName"] = opts.service_account
+    security = pod_security_context(opts)
+    if security:
+        spec["securityContext"] = security
     annotations = dict(frag["annotations"])
     if opts.multus_networks:
         annotations[MULTUS_ANNOTATION] = opts.multus_networks
@@ -488,6 +556,9 @@ def launcher_template(opts: MPIJobOptions) -> dict:
     spec: dict[str, Any] = {"containers": [container]}
     if opts.service_account:
         spec["serviceAccountName"] = opts.service_account
+    security = pod_security_context(opts)
+    if security:
+        spec["securityContext"] = security
     annotations = {MULTUS_ANNOTATION: opts.multus_networks} if opts.multus_networks else {}
     return {"metadata": _meta({}, annotations), "spec": spec}
 

@@ -252,6 +252,9 @@ def test_bad_names_are_refused(bad):
     ("env", {"1BAD": "x"}, "C identifiers"),
     ("namespace", "Bad NS", "DNS-1123"),
     ("scheduler_name", "Kai Scheduler", "kai-scheduler"),
+    ("worker_command", "sshd -De", "argv"),
+    ("run_as_user", -1, "uid/gid"),
+    ("fs_group", "1000", "uid/gid"),
 ])
 def test_bad_options_name_the_accepted_values(field, value, accepted):
     with pytest.raises(ValueError) as e:
@@ -278,3 +281,53 @@ def test_mpirun_other_implementations():
 
 def test_same_options_same_job():
     assert mpijob.build(golden_options()) == mpijob.build(golden_options())
+
+
+DOCKERFILE = HERE.parent / "images" / "horovod" / "Dockerfile"
+
+
+def test_defaults_fit_the_horovod_image():
+    """The ssh layout the builder asks for is the one images/horovod/Dockerfile creates:
+    the user it runs as, that user's .ssh (HostKey = the operator's id_rsa), the sshd
+    config the Workers start, and port 2222 for both sshd and the ssh client of mpirun."""
+    text = DOCKERFILE.read_text()
+    uid, gid = re.search(r"^USER (\d+):(\d+)$", text, re.MULTILINE).groups()
+    job = mpijob.build(options(gpu="gpu:8"))
+    spec = job["spec"]
+    for role in ("Launcher", "Worker"):
+        pod = spec["mpiReplicaSpecs"][role]["template"]["spec"]
+        assert pod["securityContext"] == {"runAsUser": int(uid), "runAsGroup": int(gid)}
+    assert int(uid) == mpijob.MPI_USER_ID
+    home = re.search(r"--home (\S+) ", text).group(1)
+    assert home == mpijob.MPI_USER_HOME
+    assert spec["sshAuthMountPath"] == f"{home}/.ssh"
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    cmd = worker["command"]
+    assert cmd[:2] == ["/usr/sbin/sshd", "-De"]
+    sshd_config = cmd[cmd.index("-f") + 1]
+    # the file the image writes, with the HostKey under sshAuthMountPath and the port
+    assert f"> {sshd_config}" in text
+    assert f"HostKey {spec['sshAuthMountPath']}/id_rsa" in text
+    port = re.search(r"^ARG SSH_PORT=(\d+)$", text, re.MULTILINE).group(1)
+    assert int(port) == mpijob.SSH_PORT
+    assert "Port %s" in text and '"${SSH_PORT}" > ' + sshd_config in text
+    # mpirun's ssh client reaches port 2222 through the system ssh_config (no plm_rsh_args)
+    assert re.search(r"\\1\$\{SSH_PORT\}/g\" /etc/ssh/ssh_config", text)
+
+
+def test_root_ssh_layout_is_one_override_away():
+    job = mpijob.build(options(gpu="gpu:2", rdma=True, **mpijob.ROOT_SSH))
+    spec = job["spec"]
+    assert spec["sshAuthMountPath"] == "/root/.ssh"
+    for role in ("Launcher", "Worker"):
+        tpl = spec["mpiReplicaSpecs"][role]["template"]
+        assert "securityContext" not in tpl["spec"]
+        validate_pod_template(tpl)
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["command"] == ["/usr/sbin/sshd", "-De"]
+    assert worker["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    # fsGroup for a shared volume the non-root ranks write to
+    shared = mpijob.build(options(gpu="gpu:2", fs_group=1000))
+    pod = shared["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert pod["spec"]["securityContext"]["fsGroup"] == 1000
+    validate_pod_template(pod)
