@@ -175,3 +175,40 @@ def test_bad_parameters(tmp_path, kw, msg):
     table().to_csv(tmp_path / "d.csv", index=False)
     with pytest.raises(ValueError, match=msg):
         run(tmp_path, tmp_path / "d.csv", **kw)
+
+
+def test_keras_imdb_source_decodes_word_indices(tmp_path, monkeypatch):
+    """keras:imdb: Keras' word indices (offset 3: 0 pad, 1 start, 2 OOV) back to words.
+
+    The download itself needs the internet; keras.datasets.imdb's two calls are replaced
+    by the same shapes Keras returns, so the decoding and the whole prep path run.
+    """
+    from keras.datasets import imdb
+
+    index = {"great": 1, "film": 2, "awful": 3, "plot": 4}
+    ids = {w: i + 3 for w, i in index.items()}
+    train = np.array([[1, ids["great"], ids["film"]], [1, ids["awful"], 2, ids["plot"]]] * 3,
+                     dtype=object)
+    test = np.array([[1, ids["great"], ids["plot"]], [1, ids["awful"], ids["film"]]],
+                    dtype=object)
+    monkeypatch.setattr(imdb, "load_data", lambda **kw: ((train, np.array([1, 0] * 3)),
+                                                         (test, np.array([1, 0]))))
+    monkeypatch.setattr(imdb, "get_word_index", lambda **kw: index)
+    df = prep.load_keras_imdb()
+    assert df.review.tolist()[:2] == ["great film", "awful plot"]  # start/OOV markers dropped
+    assert df.sentiment.tolist()[:2] == ["positive", "negative"]
+    assert df.split.value_counts().to_dict() == {"train": 6, "test": 2}
+    stats = run(tmp_path, prep.KERAS_IMDB, maxlen=4)
+    assert stats["train"]["rows"] == 6 and stats["test"]["rows"] == 2
+    assert set(prep.read_vocabulary(tmp_path / "v.txt")[2:]) == {"great", "film", "awful", "plot"}
+
+
+def test_keras_imdb_without_internet_says_what_to_do(monkeypatch):
+    from keras.datasets import imdb
+
+    def offline(**kw):
+        raise OSError("URL fetch failure")
+
+    monkeypatch.setattr(imdb, "load_data", offline)
+    with pytest.raises(ValueError, match="give source= a local path"):
+        prep.load_keras_imdb()
