@@ -25,7 +25,9 @@ The Launcher runs ``mpirun -np N*G -bind-to none -map-by slot -x ...`` (the mpir
 of the Horovod docs, "Run Horovod with Open MPI"); the operator mounts the hostfile and
 sets ``OMPI_MCA_orte_default_hostfile`` itself. Workers run ``sshd`` and carry the GPU
 request (from :mod:`kfp_gpu.gpu`), the RDMA extended resource, ``IPC_LOCK``, a
-Memory-backed ``/dev/shm`` and the NCCL settings.
+Memory-backed ``/dev/shm``, the NCCL settings and the shared PVCs of
+``MPIJobOptions.volumes`` (:class:`PvcMount`: pod ``volumes[].persistentVolumeClaim`` +
+container ``volumeMounts``), e.g. the ``work_dir`` rank 0 writes the model and metrics to.
 
 Defaults fit the project's ``horovod`` image (``images/horovod/Dockerfile``), which follows
 the MPI Operator's non-root base image (``build/base/Dockerfile`` and the
@@ -56,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,6 +162,98 @@ def check_name(name: str, workers: int = 1) -> str:
     return name
 
 
+#: Mount paths a PVC may not take (nor sit above or below): the Memory-backed ``/dev/shm``
+#: of the Workers and the operator's hostfile ConfigMap on the Launcher (``/etc/mpi``,
+#: mpi-operator ``configMountPath``). ``ssh_auth_mount_path`` is checked per job.
+RESERVED_MOUNT_PATHS = ("/dev/shm", "/etc/mpi")
+
+
+def _nested(a: str, b: str) -> bool:
+    """True if ``a`` and ``b`` are the same path or one lies under the other."""
+    a, b = a.rstrip("/") or "/", b.rstrip("/") or "/"
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class PvcMount:
+    """A PersistentVolumeClaim mounted into the Worker containers.
+
+    The Kubernetes form is a pod ``volumes`` entry ``{name, persistentVolumeClaim:
+    {claimName}}`` plus a container ``volumeMounts`` entry ``{name, mountPath[, readOnly]
+    [, subPath]}`` (core/v1 ``PersistentVolumeClaimVolumeSource`` / ``VolumeMount``). This
+    is what ``kfp.kubernetes.mount_pvc(task, pvc_name=..., mount_path=..., sub_path=...)``
+    puts on a KFP task; :func:`kfp_gpu.components.train_resnet_mpijob.trainjob.pvc_mounts`
+    reads it back from the task's ``dsl.TaskConfig``.
+
+    Attributes:
+        claim_name: name of an existing PVC in the MPIJob's namespace (DNS-1123 subdomain,
+            at most 253 characters). Several Workers mount it at once, so it must be
+            ``ReadWriteMany`` (or ``ReadOnlyMany`` for ``read_only``) unless ``workers=1``.
+        mount_path: absolute, normalised path in the container (no ``..``, no ``:``).
+        read_only: mount read-only (``volumeMounts[].readOnly``).
+        sub_path: path inside the volume to mount instead of its root (relative, no ``..``);
+            empty = the root.
+    """
+
+    claim_name: str
+    mount_path: str
+    read_only: bool = False
+    sub_path: str = ""
+
+    def volume_name(self) -> str:
+        """Pod volume name: ``pvc-<claim>`` when that is a DNS-1123 label (63 characters),
+        else ``pvc-<first 12 hex of sha256(claim)>``; never one of the names the builder or
+        the operator use (``dshm``, ``ssh-auth``, ``mpi-job-config``)."""
+        name = f"pvc-{self.claim_name}"
+        if len(name) <= 63 and _DNS1123_LABEL.match(name):
+            return name
+        return "pvc-" + hashlib.sha256(self.claim_name.encode()).hexdigest()[:12]
+
+    def validate(self) -> PvcMount:
+        """Check the claim name and paths; return ``self``.
+
+        Raises:
+            ValueError: naming the field and what is accepted.
+        """
+        claim = self.claim_name
+        if not isinstance(claim, str) or len(claim) > 253 or not _DNS1123_SUBDOMAIN.match(claim):
+            raise ValueError(f"invalid PVC claim_name {claim!r}: accepted are DNS-1123 "
+                             "subdomains (lower-case letters, digits, '-', '.'; at most 253 "
+                             "characters), the metadata.name of an existing PVC")
+        path = self.mount_path
+        if (not isinstance(path, str) or not path.startswith("/") or path == "/"
+                or ":" in path or posixpath.normpath(path) != path):
+            raise ValueError(f"invalid PVC mount_path {path!r} for claim {claim!r}: accepted "
+                             "are normalised absolute paths other than '/' without ':' or "
+                             "'..', e.g. '/mnt/shared'")
+        sub = self.sub_path
+        if not isinstance(sub, str) or sub.startswith("/") or ".." in sub.split("/"):
+            raise ValueError(f"invalid PVC sub_path {sub!r} for claim {claim!r}: accepted are "
+                             "relative paths without '..' (empty = the volume's root)")
+        if not isinstance(self.read_only, bool):
+            raise ValueError(f"PVC read_only must be a bool: {self.read_only!r}")  # noqa: TRY004
+        return self
+
+    def volume(self) -> dict:
+        """The pod ``volumes`` entry."""
+        return {"name": self.volume_name(),
+                "persistentVolumeClaim": {"claimName": self.claim_name}}
+
+    def volume_mount(self) -> dict:
+        """The container ``volumeMounts`` entry."""
+        out: dict[str, Any] = {"name": self.volume_name(), "mountPath": self.mount_path}
+        if self.read_only:
+            out["readOnly"] = True
+        if self.sub_path:
+            out["subPath"] = self.sub_path
+        return out
+
+    def covers(self, path: str) -> bool:
+        """True if the absolute ``path`` lies at or under :attr:`mount_path`."""
+        norm = posixpath.normpath(path)
+        return norm == self.mount_path or norm.startswith(self.mount_path.rstrip("/") + "/")
+
+
 @dataclass(frozen=True)
 class MPIJobOptions:
     """Everything :func:`build` needs; validated by :meth:`validate`.
@@ -206,6 +301,11 @@ class MPIJobOptions:
             the image's user). They must match ``ssh_auth_mount_path``'s owner's home.
         fs_group: pod ``securityContext.fsGroup`` (e.g. 1000 so a shared PVC the Workers
             write to is group-writable for ``mpiuser``); ``None`` = unset.
+        volumes: PVCs mounted into every Worker container (:class:`PvcMount`), e.g. the
+            shared ``work_dir`` rank 0 writes the model, checkpoints and metrics to. Not
+            mounted on the Launcher, which only runs ``mpirun`` (it reads no data). Mount
+            paths must be distinct and must not be, contain or lie under ``/dev/shm``,
+            ``/etc/mpi`` or ``ssh_auth_mount_path``.
         service_account: service account of the pods (empty = namespace default).
         scheduler_name: ``schedulerName`` of the Worker pods (e.g. ``kai-scheduler`` for
             KAI/Run:ai fractions, ``hami-scheduler`` for HAMi); empty = the request's own
@@ -248,6 +348,7 @@ class MPIJobOptions:
     run_as_user: int | None = MPI_USER_ID
     run_as_group: int | None = MPI_USER_ID
     fs_group: int | None = None
+    volumes: Sequence[PvcMount] = ()
     service_account: str = ""
     scheduler_name: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -348,12 +449,33 @@ class MPIJobOptions:
                                       or value < 0):
                 raise ValueError(f"{key} must be a non-negative integer (uid/gid) or None, "
                                  f"got {value!r}")
+        self._validate_volumes()
         for t in self.tolerations:
             if not isinstance(t, Mapping) or t.get("operator", "Equal") not in ("Equal", "Exists"):
                 raise ValueError(f"invalid toleration {t!r}: accepted are Toleration dicts with "
                                  "operator 'Equal' or 'Exists'")
         self.gpu_request()  # raises ValueError for an invalid GPU request text
         return self
+
+    def _validate_volumes(self) -> None:
+        if isinstance(self.volumes, (str, Mapping)) or not all(
+                isinstance(v, PvcMount) for v in self.volumes):
+            raise ValueError("volumes must be a sequence of kfp_gpu.mpijob.PvcMount("
+                             "claim_name, mount_path, read_only, sub_path)")
+        reserved = (*RESERVED_MOUNT_PATHS, self.ssh_auth_mount_path)
+        seen: list[str] = []
+        for v in self.volumes:
+            v.validate()
+            for r in reserved:
+                if _nested(v.mount_path, r):
+                    raise ValueError(f"PVC {v.claim_name!r} mount_path {v.mount_path!r} clashes "
+                                     f"with {r!r} (the /dev/shm emptyDir, the operator's "
+                                     "/etc/mpi hostfile or the SSH key mount); accepted: a "
+                                     "path outside them, e.g. '/mnt/shared'")
+            if v.mount_path in seen:
+                raise ValueError(f"duplicate PVC mount_path {v.mount_path!r}: each mount "
+                                 "needs its own path")
+            seen.append(v.mount_path)
 
 
 def _positive_int(name: str, value) -> None:
@@ -491,7 +613,8 @@ def pod_security_context(opts: MPIJobOptions) -> dict:
 
 
 def worker_template(opts: MPIJobOptions) -> dict:
-    """PodTemplateSpec of a Worker: GPU request, RDMA, IPC_LOCK, /dev/shm, NCCL env."""
+    """PodTemplateSpec of a Worker: GPU request, RDMA, IPC_LOCK, /dev/shm, NCCL env, and
+    the PVCs of ``opts.volumes`` (one pod volume per claim, one mount per entry)."""
     frag = _pod_fragment(opts.gpu_request())
     limits = dict(frag["resources"]["limits"])
     requests = dict(frag["resources"]["requests"])
@@ -509,7 +632,8 @@ def worker_template(opts: MPIJobOptions) -> dict:
         "command": list(opts.worker_command),
         "env": _env_list(rank_env(opts)),
         "resources": _resources(limits, requests),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         *(v.volume_mount() for v in opts.volumes)],
     }
     if opts.rdma:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
@@ -518,7 +642,8 @@ def worker_template(opts: MPIJobOptions) -> dict:
         shm["sizeLimit"] = opts.shm_size
     spec: dict[str, Any] = {
         "containers": [container],
-        "volumes": [{"name": "dshm", "emptyDir": shm}],
+        "volumes": [{"name": "dshm", "emptyDir": shm},
+                    *_dedupe([v.volume() for v in opts.volumes])],
     }
     tolerations = _dedupe([*frag["tolerations"], *(dict(t) for t in opts.tolerations)])
     if tolerations:

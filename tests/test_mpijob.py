@@ -331,3 +331,88 @@ def test_root_ssh_layout_is_one_override_away():
     pod = shared["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
     assert pod["spec"]["securityContext"]["fsGroup"] == 1000
     validate_pod_template(pod)
+
+
+SHARED = mpijob.PvcMount("resnet-shared", "/mnt/shared")
+DATASETS = mpijob.PvcMount("datasets.team-a", "/data", read_only=True, sub_path="fmnist")
+
+
+@pytest.mark.parametrize("rdma", [True, False], ids=["rdma", "no-rdma"])
+@pytest.mark.parametrize("kind", ["none", "gpu", "mig", "fraction"])
+@pytest.mark.parametrize("volumes", [
+    (SHARED,), (SHARED, DATASETS),
+    (SHARED, mpijob.PvcMount("resnet-shared", "/mnt/ckpt", sub_path="ckpt")),
+], ids=["one", "two-claims", "one-claim-twice"])
+def test_pvcs_are_mounted_on_workers_and_validate(volumes, kind, rdma):
+    job = mpijob.build(options(gpu=REQUESTS[kind], rdma=rdma, volumes=volumes, fs_group=1000,
+                               shm_size="8Gi"))
+    validate_mpijob(job)
+    for role in ("Launcher", "Worker"):
+        validate_pod_template(job["spec"]["mpiReplicaSpecs"][role]["template"])
+    pod = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    container = pod["containers"][0]
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"]
+              for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert sorted(claims.values()) == sorted({v.claim_name for v in volumes})
+    assert len(pod["volumes"]) == len({v["name"] for v in pod["volumes"]})
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/dev/shm"]["name"] == "dshm"
+    for v in volumes:
+        m = mounts[v.mount_path]
+        assert claims[m["name"]] == v.claim_name
+        assert m.get("readOnly", False) is v.read_only
+        assert m.get("subPath", "") == v.sub_path
+    assert pod["securityContext"]["fsGroup"] == 1000
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    assert "volumes" not in launcher
+
+
+def test_no_volumes_leaves_the_default_pod_unchanged():
+    worker = mpijob.build(options(gpu="gpu:8"))["spec"]["mpiReplicaSpecs"]["Worker"]
+    spec = worker["template"]["spec"]
+    assert [v["name"] for v in spec["volumes"]] == ["dshm"]
+    assert spec["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+
+
+def test_long_or_dotted_claims_get_valid_volume_names():
+    long = mpijob.PvcMount("a" * 200, "/mnt/a")
+    dotted = mpijob.PvcMount("datasets.team-a", "/mnt/b")
+    names = {long.volume_name(), dotted.volume_name()}
+    assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n) and len(n) <= 63
+               for n in names)
+    assert len(names) == 2
+    assert mpijob.PvcMount("ws", "/w").volume_name() == "pvc-ws"
+    validate_pod_template(mpijob.build(options(volumes=(long, dotted)))["spec"][
+        "mpiReplicaSpecs"]["Worker"]["template"])
+
+
+@pytest.mark.parametrize("volumes,accepted", [
+    ((mpijob.PvcMount("Shared_WS", "/mnt/s"),), "DNS-1123 subdomains"),
+    ((mpijob.PvcMount("x" * 254, "/mnt/s"),), "DNS-1123 subdomains"),
+    ((mpijob.PvcMount("ws", "mnt/s"),), "absolute paths"),
+    ((mpijob.PvcMount("ws", "/"),), "other than '/'"),
+    ((mpijob.PvcMount("ws", "/mnt/../etc"),), "normalised"),
+    ((mpijob.PvcMount("ws", "/mnt/s/"),), "normalised"),
+    ((mpijob.PvcMount("ws", "/mnt/a:b"),), "without ':'"),
+    ((mpijob.PvcMount("ws", "/mnt/s", sub_path="/abs"),), "relative paths"),
+    ((mpijob.PvcMount("ws", "/mnt/s", sub_path="a/../../b"),), "without '..'"),
+    ((mpijob.PvcMount("ws", "/dev/shm"),), "clashes with '/dev/shm'"),
+    ((mpijob.PvcMount("ws", "/dev"),), "clashes with '/dev/shm'"),
+    ((mpijob.PvcMount("ws", "/dev/shm/x"),), "clashes with '/dev/shm'"),
+    ((mpijob.PvcMount("ws", "/etc/mpi"),), "clashes with '/etc/mpi'"),
+    ((mpijob.PvcMount("ws", "/home/mpiuser/.ssh"),), "SSH key mount"),
+    ((mpijob.PvcMount("ws", "/home/mpiuser"),), "SSH key mount"),
+    ((mpijob.PvcMount("a", "/mnt/s"), mpijob.PvcMount("b", "/mnt/s")), "duplicate"),
+    (({"claim_name": "ws", "mount_path": "/mnt/s"},), "PvcMount("),
+])
+def test_bad_volumes_are_refused(volumes, accepted):
+    with pytest.raises(ValueError) as e:
+        mpijob.build(options(volumes=volumes))
+    assert accepted in str(e.value)
+
+
+def test_ssh_clash_follows_the_configured_mount_path():
+    opts = options(volumes=(mpijob.PvcMount("ws", "/home/mpiuser"),), **mpijob.ROOT_SSH)
+    assert mpijob.build(opts)  # /root/.ssh now: /home/mpiuser is free
+    with pytest.raises(ValueError, match="/root/.ssh"):
+        mpijob.build(opts.replace(volumes=(mpijob.PvcMount("ws", "/root"),)))

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import kubernetes_validate
 import numpy as np
 import pytest
 from kfp import dsl
@@ -37,23 +38,40 @@ TASK = "train-resnet-mpijob"
 MPIJOBS = "/mpijobs"
 SINGLE_GPU_IMG_PER_SEC = 400.0
 
-#: What the pipeline sets on the task (set_accelerator_type/limit, set_cpu_limit,
-#: set_memory_limit, add_toleration, add_node_selector_constraint, set_env_variable) as
-#: the KFP driver passes it through: Kubernetes JSON.
-TASK_CONFIG = dsl.TaskConfig(
-    resources={"limits": {"nvidia.com/gpu": "8", "cpu": "32", "memory": "256Gi"},
-               "requests": {"cpu": "32", "memory": "256Gi"}},
-    tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu-training",
-                  "effect": "NoSchedule"}],
-    node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-    env=[{"name": "NCCL_DEBUG", "value": "WARN"},
-         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-)
+CLAIM = "resnet-shared"
+
+
+def task_config(pvc_mount: Path | None) -> dsl.TaskConfig:
+    """What the pipeline sets on the task (set_accelerator_type/limit, set_cpu_limit,
+    set_memory_limit, add_toleration, add_node_selector_constraint, set_env_variable,
+    kubernetes.mount_pvc, kubernetes.use_secret_as_volume) as the KFP driver passes it
+    through: Kubernetes JSON. The PVC volume is named after the claim, as the driver does
+    (backend driver/k8s.go makeVolumeMountPatch); ``pvc_mount`` = its mount path (a local
+    directory standing in for the shared volume), None = no PVC."""
+    volumes = [{"name": "gcs-key", "secret": {"secretName": "gcs-key"}}]
+    mounts = [{"name": "gcs-key", "mountPath": "/secrets/gcs"}]
+    if pvc_mount is not None:
+        volumes.append({"name": CLAIM, "persistentVolumeClaim": {"claimName": CLAIM}})
+        mounts.append({"name": CLAIM, "mountPath": str(pvc_mount)})
+    return dsl.TaskConfig(
+        resources={"limits": {"nvidia.com/gpu": "8", "cpu": "32", "memory": "256Gi"},
+                   "requests": {"cpu": "32", "memory": "256Gi"}},
+        tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu-training",
+                      "effect": "NoSchedule"}],
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        env=[{"name": "NCCL_DEBUG", "value": "WARN"},
+             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        volumes=volumes, volume_mounts=mounts,
+    )
+
+
+TASK_CONFIG = task_config(None)
 
 
 def trainer_metrics_line(world_size: int, batch: int = 32) -> tuple[dict, str]:
-    """Rank 0's METRICS line as kfp_gpu.horovod_train prints it (summary of per-rank figures,
-    ``ranks`` left out), with mpirun's ``--tag-output`` prefix."""
+    """Rank 0's metrics as kfp_gpu.horovod_train writes them to ``metrics.json`` (with the
+    per-rank ``ranks`` figures) and its METRICS line (``ranks`` left out) with mpirun's
+    ``--tag-output`` prefix."""
     rates = [380.0 - 2.5 * r for r in range(world_size)]
     ranks = [{"rank": r, "img_per_sec": v, "checksum": {"sha256": "ab" * 32, "sum": 12.5}}
              for r, v in enumerate(rates)]
@@ -61,7 +79,7 @@ def trainer_metrics_line(world_size: int, batch: int = 32) -> tuple[dict, str]:
                "final_loss": 0.61, "final_accuracy": 0.78, "test_loss": 0.66,
                "test_accuracy": 0.76, "global_step": 40, "epochs_run": 1,
                **horovod_train.summarize(ranks, batch)}
-    return metrics, "[1,0]<stdout>:METRICS " + json.dumps(metrics)
+    return {**metrics, "ranks": ranks}, "[1,0]<stdout>:METRICS " + json.dumps(metrics)
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -80,10 +98,12 @@ class RankZeroController(ScriptedController):
     Before the job runs it waits for the component's MPIJob record (``record``) and notes
     whether the record existed then and the Model output did not (``record_first``).
     ``model`` (a keras.Model) is saved with the trainer's own writer at the model directory
-    the posted argv resolves to (``horovod_train.TrainConfig``), unless the job fails.
+    the posted argv resolves to (``horovod_train.TrainConfig``), unless the job fails; so is
+    ``metrics`` (rank 0's full metrics dict) at the metrics path, when given.
     """
 
     model: object = None
+    metrics: dict | None = None
     record: Path | None = None
     model_output: Path | None = None
     record_first: bool | None = None
@@ -100,8 +120,11 @@ class RankZeroController(ScriptedController):
             argv = launcher_argv(job)
             cfg = horovod_train.TrainConfig(
                 mode="train", output_dir=_flag(argv, "--output-dir"),
-                model_dir=_flag(argv, "--model-dir")).resolved()
+                model_dir=_flag(argv, "--model-dir"),
+                metrics_path=_flag(argv, "--metrics-path")).resolved()
             horovod_train._save_model(self.model, cfg.model_dir)
+            if self.metrics is not None:
+                horovod_train._write_json(cfg.metrics_path, self.metrics)
         super().run(kube, ns, name)
 
 
@@ -144,11 +167,12 @@ class Outputs:
         self.trainer_metrics = dsl.Artifact(uri=str(root / "trainer_metrics"))
 
 
-def run_component(out: Outputs, work_dir: Path, **kw) -> None:
+def run_component(out: Outputs, work_dir: Path | str, **kw) -> None:
+    """Run the component; by default the PVC is mounted at ``work_dir``'s parent."""
     args = {"execution": "cluster", "workers": 2, "epochs": 1, "batch_size": 32,
             "work_dir": str(work_dir), "namespace": NS, "image": "registry.test/horovod:1",
             "single_gpu_img_per_sec": SINGLE_GPU_IMG_PER_SEC, "run_id": RUN_ID,
-            "task_name": TASK, "task_config": TASK_CONFIG}
+            "task_name": TASK, "task_config": task_config(Path(work_dir).parent)}
     args.update(kw)
     train_resnet_mpijob.python_func(
         train_data=out.train, test_data=out.test, model=out.model, metrics=out.metrics,
@@ -200,6 +224,20 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
     assert _flag(program, "--output-dir") == str(work)
     assert _flag(program, "--data") == str(work / tj.DATA_FILE)
     assert job["metadata"]["annotations"][mpijob.RUN_ID_ANNOTATION] == RUN_ID
+    # -- the task's PVC is mounted on the Workers at the same path (the Secret is not);
+    #    fsGroup 1000 lets the non-root ranks write; the Launcher (mpirun only) has none
+    pvc_root = str(work.parent)
+    vols = {v["name"]: v for v in wpod["volumes"]}
+    assert vols[f"pvc-{CLAIM}"] == {"name": f"pvc-{CLAIM}",
+                                    "persistentVolumeClaim": {"claimName": CLAIM}}
+    assert not any("secret" in v for v in wpod["volumes"])
+    assert {"name": f"pvc-{CLAIM}", "mountPath": pvc_root} in wpod["containers"][0][
+        "volumeMounts"]
+    assert wpod["securityContext"]["fsGroup"] == mpijob.MPI_USER_ID
+    assert "volumes" not in lpod and "volumeMounts" not in lpod["containers"][0]
+    kubernetes_validate.validate(
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+         "template": worker["template"]}, "1.30.0", strict=True)
 
     # -- the Datasets were staged as one npz the Workers read
     with np.load(work / tj.DATA_FILE) as z:
@@ -214,6 +252,7 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
 
     # -- metrics parsed from the launcher log (not from a file: none was written)
     assert not (work / horovod_train.METRICS_FILE).exists()
+    assert json.loads(Path(out.trainer_metrics.path).read_text())["metrics_source"] == "log"
     got = out.metrics.metadata
     assert got["img_per_sec_per_gpu"] == pytest.approx(expected["img_per_sec_per_gpu"])
     assert got["img_per_sec_total"] == pytest.approx(expected["img_per_sec_total"])
@@ -305,3 +344,115 @@ def test_retried_task_reattaches_to_the_running_mpijob(kube, data, tmp_path, ker
         assert attempt.metrics.metadata["img_per_sec_total"] == pytest.approx(
             expected["img_per_sec_total"])
         assert (Path(attempt.model.path) / "model.keras").is_file()
+
+
+def test_cluster_mode_reads_rank0_metrics_json_with_per_rank_figures(kube, data, tmp_path,
+                                                                     keras_model):
+    """Rank 0 wrote ``<work_dir>/metrics.json``: it is the source (per-rank ``ranks``
+    figures included, which the log line leaves out), consistent with the log line."""
+    world = 2 * 8
+    expected, metrics_line = trainer_metrics_line(world)
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    work = tmp_path / "pvc" / "resnet-work"
+    kube.controller = RankZeroController(outcome="Succeeded", log=["start", metrics_line],
+                                         step_s=0.01, model=keras_model, metrics=expected)
+
+    run_component(out, work)
+
+    assert json.loads((work / horovod_train.METRICS_FILE).read_text()) == expected
+    full = json.loads(Path(out.trainer_metrics.path).read_text())
+    assert full["metrics_source"] == "file"
+    assert [r["rank"] for r in full["ranks"]] == list(range(world))
+    assert [r["img_per_sec"] for r in full["ranks"]] == [r["img_per_sec"]
+                                                         for r in expected["ranks"]]
+    assert out.metrics.metadata["img_per_sec_total"] == pytest.approx(
+        expected["img_per_sec_total"])
+    assert (Path(out.model.path) / "model.keras").is_file()
+
+
+def test_stale_metrics_json_loses_to_the_log(kube, data, tmp_path, keras_model):
+    """A metrics.json left in work_dir by an earlier run (another global_step) is not
+    taken: the launcher log's METRICS line of this run contradicts it."""
+    world = 2 * 8
+    expected, metrics_line = trainer_metrics_line(world)
+    stale = {**expected, "global_step": 7, "img_per_sec_total": 1.0}
+    work = tmp_path / "pvc" / "resnet-work"
+    work.mkdir(parents=True)
+    (work / horovod_train.METRICS_FILE).write_text(json.dumps(stale))
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
+                                         step_s=0.01, model=keras_model)
+
+    run_component(out, work)
+
+    full = json.loads(Path(out.trainer_metrics.path).read_text())
+    assert full["metrics_source"] == "log" and "ranks" not in full
+    assert full["global_step"] == expected["global_step"]
+    assert out.metrics.metadata["img_per_sec_total"] == pytest.approx(
+        expected["img_per_sec_total"])
+
+
+def test_default_work_dir_is_a_per_job_directory_on_the_pvc(kube, data, tmp_path,
+                                                            keras_model):
+    world = 2 * 8
+    _, metrics_line = trainer_metrics_line(world)
+    mount = tmp_path / "pvc"
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
+                                         step_s=0.01, model=keras_model)
+
+    run_component(out, "", task_config=task_config(mount))
+
+    name = mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    argv = launcher_argv(kube.get_object("mpijobs", NS, name))
+    assert _flag(argv, "--output-dir") == str(mount / name)
+    assert (mount / name / tj.DATA_FILE).is_file()
+    assert (Path(out.model.path) / "model.keras").is_file()
+
+
+@pytest.mark.parametrize("case", ["outside", "no-pvc", "read-only", "relative", "checkpoint"])
+def test_unreachable_local_work_dir_is_refused_before_anything_is_created(kube, data,
+                                                                          tmp_path, case):
+    mount = tmp_path / "pvc"
+    work = str(mount / "work")
+    kw: dict = {"task_config": task_config(mount)}
+    if case == "outside":
+        work = str(tmp_path / "elsewhere" / "work")
+    elif case == "no-pvc":
+        kw["task_config"] = task_config(None)
+    elif case == "read-only":
+        cfg = task_config(mount)
+        cfg.volume_mounts[-1]["readOnly"] = True
+        kw["task_config"] = cfg
+    elif case == "relative":
+        work = "pvc/work"
+    else:
+        kw["checkpoint_dir"] = str(tmp_path / "ckpt")
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+
+    with pytest.raises(ValueError, match="kfp.kubernetes.mount_pvc") as e:
+        run_component(out, work, **kw)
+
+    assert ("checkpoint_dir" if case == "checkpoint" else "work_dir") in str(e.value)
+    assert kube.count("POST", MPIJOBS) == 0
+    assert not Path(out.mpijob.path).exists()
+    assert not list(tmp_path.rglob(tj.DATA_FILE))
+
+
+def test_no_metrics_anywhere_is_an_error():
+    with pytest.raises(RuntimeError, match="no METRICS line"):
+        tj.choose_metrics(None, None)
+
+
+def test_pvc_mounts_from_task_config():
+    cfg = task_config(Path("/mnt/shared"))
+    cfg.volumes.append({"name": "ds", "persistentVolumeClaim": {"claimName": "datasets",
+                                                                 "readOnly": True}})
+    cfg.volume_mounts.append({"name": "ds", "mountPath": "/data", "subPath": "fmnist"})
+    got = tj.pvc_mounts(cfg.volumes, cfg.volume_mounts)
+    assert got == (mpijob.PvcMount(CLAIM, "/mnt/shared"),
+                   mpijob.PvcMount("datasets", "/data", read_only=True, sub_path="fmnist"))
+    with pytest.raises(ValueError, match="names no volume"):
+        tj.pvc_mounts([], [{"name": "ghost", "mountPath": "/x"}])
+    with pytest.raises(ValueError, match="mount_path"):
+        tj.pvc_mounts(cfg.volumes, [{"name": CLAIM, "mountPath": "relative"}])

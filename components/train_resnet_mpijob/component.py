@@ -10,12 +10,16 @@ from kfp_gpu import images
     base_image=images.image(images.LAUNCHER),
     install_kfp_package=False,
     # The GPU request, tolerations, node selector and env set on this task go to the
-    # MPIJob Workers (through ``task_config``), not to this launcher pod.
+    # MPIJob Workers (through ``task_config``), not to this launcher pod. PVCs mounted on
+    # the task (kfp.kubernetes.mount_pvc) go to the Workers AND stay on this pod
+    # (apply_to_task): it stages the data on the shared volume and fetches the model.
     task_config_passthroughs=[
         dsl.TaskConfigField.RESOURCES,
         dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
         dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR,
         dsl.TaskConfigField.ENV,
+        dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_VOLUMES,
+                                  apply_to_task=True),
     ],
 )
 def train_resnet_mpijob(
@@ -75,8 +79,12 @@ def train_resnet_mpijob(
             (per worker; x world size after lr_warmup_steps linear warm-up), optimizer
             (sgd|adam), model_name (small|resnet50), blocks, width, mixed_precision, xla,
             seed: trainer settings (kfp_gpu.horovod_train).
-        work_dir: cluster: ``gs://`` URI or shared-PVC path the Workers read and write
-            (staged data, model, checkpoints); default ``<model URI>-work`` for gs://.
+        work_dir: cluster: ``gs://`` URI or a path under a PVC mounted on this task with
+            ``kfp.kubernetes.mount_pvc`` (passed through: the Workers mount it at the same
+            path) where the Workers read the staged data and rank 0 writes model,
+            checkpoints and ``metrics.json``; default ``<model URI>-work`` for gs://, else
+            ``<first PVC mount path>/<MPIJob name>``. A local path outside every mounted
+            PVC is refused (ValueError).
         checkpoint_dir: where checkpoints go (resumable); default ``<work_dir>/checkpoints``
             (local: beside the model output).
         image, namespace: MPIJob image (default kfp-gpu-horovod) and namespace (default
@@ -93,7 +101,9 @@ def train_resnet_mpijob(
             world_size, final/test loss and accuracy, weights_identical (1/0), ...
         mpijob: JSON record of the MPIJob (apiVersion, kind, namespace, name, uid); local:
             the mpirun command.
-        trainer_metrics: rank 0's full metrics JSON (per-rank img/sec and weight checksums).
+        trainer_metrics: rank 0's full metrics JSON (cluster: ``<work_dir>/metrics.json``
+            with per-rank img/sec and weight checksums when readable, else the launcher
+            log's ``METRICS`` line; ``metrics_source`` says which).
 
     Raises:
         ValueError: bad settings, before anything is launched.
@@ -124,24 +134,25 @@ def train_resnet_mpijob(
     else:
         from kfp_gpu import mpijob as mj
 
-        if not work_dir:
-            if not storage.is_gcs(model.uri):
-                raise ValueError("cluster execution needs work_dir (gs:// or a shared PVC "
-                                 "path the Workers mount) when artifacts are not on gs://")
-            work_dir = model.uri.rstrip("/") + "-work"
-        work_dir = work_dir.rstrip("/")
-        data_uri = tj.stage_data(train_data.path, test_data.path, f"{work_dir}/{tj.DATA_FILE}")
-        args = tj.trainer_args(data_uri, "", work_dir, checkpoint_dir=checkpoint_dir, **hyper)
         settings = tj.worker_settings(task_config)
+        name = mj.job_name(run_id or model.uri, task_name, prefix="resnet")
+        work_dir = tj.resolve_work_dir(work_dir, model.uri, settings["volumes"], name)
+        if checkpoint_dir:
+            checkpoint_dir = tj.resolve_work_dir(checkpoint_dir, model.uri, settings["volumes"],
+                                                 name, what="checkpoint_dir")
+        data_uri = f"{work_dir}/{tj.DATA_FILE}"
+        args = tj.trainer_args(data_uri, "", work_dir, checkpoint_dir=checkpoint_dir, **hyper)
         opts = tj.job_options(
-            name=mj.job_name(run_id or model.uri, task_name, prefix="resnet"),
+            name=name,
             namespace=namespace or tj.current_namespace(), image=image or imgs.image(
                 imgs.HOROVOD), args=args, workers=workers, settings=settings, rdma=rdma,
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
             task_name=task_name, gpu_override=worker_gpu)
-        result = tj.run_cluster(mj.build(opts), mpijob.path, work_dir, model.path)
+        job = mj.build(opts)  # ValueError here, before anything is written or created
+        tj.stage_data(train_data.path, test_data.path, data_uri)
+        result = tj.run_cluster(job, mpijob.path, work_dir, model.path)
     storage.write_text(trainer_metrics.path, json.dumps(result, indent=2, sort_keys=True))
     for key, value in tj.kfp_scalar_metrics(result, single_gpu_img_per_sec).items():
         metrics.log_metric(key, value)

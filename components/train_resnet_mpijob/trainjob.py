@@ -9,8 +9,11 @@ KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with the component's
 set on the task are NOT applied to the task's own pod (the launcher) but handed to the
 component as a ``dsl.TaskConfig`` (Kubernetes JSON: ``resources`` =
 ``{"limits": {...}, "requests": {...}}``, ``tolerations`` = list of Toleration,
-``node_selector`` = dict, ``env`` = list of EnvVar). :func:`worker_settings` turns them
-into the MPIJob Worker settings.
+``node_selector`` = dict, ``env`` = list of EnvVar, ``volumes`` / ``volume_mounts`` =
+lists of Volume / VolumeMount). :func:`worker_settings` turns them into the MPIJob Worker
+settings. Volumes are passed through with ``apply_to_task=True``: a PVC set on the task with
+``kfp.kubernetes.mount_pvc`` is mounted on the task's own pod (which stages the data and
+fetches the model) AND, at the same path, on the Workers (:func:`pvc_mounts`).
 """
 
 from __future__ import annotations
@@ -90,14 +93,95 @@ def gpu_from_resources(resources: Mapping | None) -> str:
     return f"{kind}:{value}{suffix}"
 
 
+def pvc_mounts(volumes: Sequence[Mapping] | None,
+               volume_mounts: Sequence[Mapping] | None) -> tuple:
+    """The PVC mounts of a task, as ``kfp_gpu.mpijob.PvcMount`` tuples.
+
+    ``volumes`` / ``volume_mounts`` are the task's Kubernetes Volume / VolumeMount lists as
+    the KFP driver passes them through (``TaskConfig.volumes`` / ``.volume_mounts``; for
+    ``kfp.kubernetes.mount_pvc`` the driver names the volume after the claim, backend
+    ``driver/k8s.go`` ``makeVolumeMountPatch``). Each mount of a volume with a
+    ``persistentVolumeClaim`` source becomes one ``PvcMount(claim, mountPath, readOnly,
+    subPath)`` (read-only if the mount or the claim source says so). Mounts of other volume
+    kinds (Secrets, ConfigMaps, emptyDirs) are left out, with a warning: the Workers get
+    only PVCs.
+
+    Raises:
+        ValueError: a mount names no volume in ``volumes``, or a PvcMount is invalid.
+    """
+    from kfp_gpu import mpijob
+
+    by_name = {v.get("name"): v for v in volumes or []}
+    out = []
+    for m in volume_mounts or []:
+        vol = by_name.get(m.get("name"))
+        if vol is None:
+            raise ValueError(f"volume mount {m!r} names no volume of the task; accepted: "
+                             "mounts of volumes listed in TaskConfig.volumes")
+        pvc = vol.get("persistentVolumeClaim")
+        if not pvc:
+            log.warning("volume %r (%s) is not a PVC; not mounted on the MPIJob Workers",
+                        vol.get("name"), ", ".join(k for k in vol if k != "name"))
+            continue
+        out.append(mpijob.PvcMount(
+            claim_name=pvc.get("claimName", ""), mount_path=m.get("mountPath", ""),
+            read_only=bool(m.get("readOnly") or pvc.get("readOnly")),
+            sub_path=m.get("subPath", "") or "").validate())
+    return tuple(out)
+
+
+def resolve_work_dir(work_dir: str, model_uri: str, mounts: Sequence, default_name: str,
+                     what: str = "work_dir") -> str:
+    """Where the Workers read the staged data and rank 0 writes model, checkpoints and
+    ``metrics.json`` (cluster execution); no trailing ``/``. ``what`` names the setting in
+    errors (``checkpoint_dir`` is checked the same way when given).
+
+    Accepted: a ``gs://`` URI, or an absolute path at or under the ``mount_path`` of a
+    writable PVC in ``mounts`` (mounted on this task's pod and on the Workers at the same
+    path). Empty: ``<model_uri>-work`` when the model artifact is on ``gs://``, else
+    ``<first writable PVC mount>/<default_name>`` (the MPIJob name: one directory per run
+    and task).
+
+    Raises:
+        ValueError: a local ``work_dir`` outside every writable PVC mount (it would exist
+            only in this pod), or no ``gs://`` and no PVC to default to; the message names
+            the fix (``kfp.kubernetes.mount_pvc`` on the task, or a ``gs://`` work_dir).
+    """
+    fix = ("mount a ReadWriteMany PVC on the task with kfp.kubernetes.mount_pvc(task, "
+           f"pvc_name=..., mount_path='/mnt/shared') and set {what} under that path (or "
+           f"leave it empty), or use a gs:// {what}")
+    writable = [m for m in mounts if not m.read_only]
+    if not work_dir:
+        if storage.is_gcs(model_uri):
+            return model_uri.rstrip("/") + "-work"
+        if writable:
+            return f"{writable[0].mount_path.rstrip('/')}/{default_name}"
+        raise ValueError(f"cluster execution needs a {what} the Workers can reach; the model "
+                         f"artifact {model_uri!r} is not on gs:// and no PVC is mounted: {fix}")
+    if storage.is_gcs(work_dir):
+        return work_dir.rstrip("/")
+    import posixpath
+
+    if not work_dir.startswith("/"):
+        raise ValueError(f"{what} {work_dir!r} is neither gs:// nor an absolute path: {fix}")
+    norm = posixpath.normpath(work_dir)
+    if not any(m.covers(norm) for m in writable):
+        shown = ", ".join(f"{m.mount_path} ({m.claim_name}{', read-only' if m.read_only else ''})"
+                          for m in mounts) or "none"
+        raise ValueError(f"{what} {work_dir!r} is not under a writable PVC mounted on the "
+                         f"task (mounted: {shown}), so the Workers cannot see it: {fix}")
+    return norm
+
+
 def worker_settings(task_config) -> dict:
     """MPIJob Worker settings from a ``dsl.TaskConfig`` (or None): a dict with ``gpu``
     (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
-    with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (quantities or "").
+    with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (quantities or
+    ""), ``volumes`` (tuple of ``kfp_gpu.mpijob.PvcMount``, :func:`pvc_mounts`).
     """
     if task_config is None:
         return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {},
-                "worker_cpu": "", "worker_memory": ""}
+                "worker_cpu": "", "worker_memory": "", "volumes": ()}
     res = task_config.resources or {}
     limits = {**(res.get("requests") or {}), **(res.get("limits") or {})}
     return {
@@ -108,6 +192,7 @@ def worker_settings(task_config) -> dict:
                 if "value" in e and e.get("name")},
         "worker_cpu": str(limits.get("cpu", "")),
         "worker_memory": str(limits.get("memory", "")),
+        "volumes": pvc_mounts(task_config.volumes, task_config.volume_mounts),
     }
 
 
@@ -216,6 +301,8 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
 
     The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
     accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
+    The task's PVCs (``settings["volumes"]``) are mounted on the Workers at the same paths,
+    with pod ``fsGroup`` 1000 (``mpiuser``) so the non-root ranks can write to them.
 
     Raises:
         ValueError: from ``MPIJobOptions.validate`` (names the field and accepted values).
@@ -231,7 +318,8 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
         env=dict(settings["env"]), tolerations=list(settings["tolerations"]),
         node_selector=dict(settings["node_selector"]), worker_cpu=settings["worker_cpu"],
         worker_memory=settings["worker_memory"], shm_size=shm_size, run_id=run_id,
-        task_name=task_name)
+        task_name=task_name, volumes=tuple(settings.get("volumes") or ()),
+        fs_group=mpijob.MPI_USER_ID if settings.get("volumes") else None)
     return opts.validate()
 
 
@@ -241,23 +329,69 @@ def current_namespace(default: str = "default") -> str:
     return f.read_text().strip() if f.exists() else default
 
 
+#: Keys both rank 0's ``metrics.json`` and its ``METRICS`` log line carry; a file that
+#: disagrees with the log on any of them is stale (an earlier run in the same work_dir).
+CONSISTENCY_KEYS = ("world_size", "global_step", "img_per_sec_total")
+
+
+def read_metrics_file(uri: str) -> dict | None:
+    """Rank 0's ``metrics.json`` at ``uri`` (gs:// or a PVC path), or None when it is
+    missing or not a JSON object."""
+    try:
+        with storage.local_copy(uri) as p:
+            data = json.loads(Path(p).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError) as e:
+        log.info("no usable %s (%s); using the launcher log", uri, e)
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def choose_metrics(from_file: Mapping | None, from_log: Mapping | None) -> tuple[dict, str]:
+    """Rank 0's metrics and where they came from (``"file"`` or ``"log"``).
+
+    The file wins (it is the full record, with the per-rank ``ranks`` figures the log line
+    leaves out) unless the log's ``METRICS`` line contradicts it on
+    :data:`CONSISTENCY_KEYS`, which means the file is left over from an earlier run.
+
+    Raises:
+        RuntimeError: neither source has metrics.
+    """
+    if from_file is not None and from_log is not None:
+        differ = [k for k in CONSISTENCY_KEYS if k in from_log and from_file.get(k) != from_log[k]]
+        if differ:
+            log.warning("metrics.json disagrees with the launcher log on %s: stale file, "
+                        "using the log", differ)
+            return dict(from_log), "log"
+    if from_file is not None:
+        return dict(from_file), "file"
+    if from_log is not None:
+        return dict(from_log), "log"
+    raise RuntimeError("the MPIJob succeeded but rank 0 left no metrics: no readable "
+                       "<work_dir>/metrics.json and no METRICS line in the launcher log")
+
+
 def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) -> dict:
     """Launch the MPIJob (kfp_gpu.launcher), then fetch the model and the metrics.
 
     Returns:
-        rank 0's metrics (from the ``METRICS`` log line, else ``<work_dir>/metrics.json``).
+        rank 0's metrics: ``<work_dir>/metrics.json`` (with the per-rank ``ranks`` list)
+        when readable, else the launcher log's ``METRICS {json}`` line
+        (:func:`choose_metrics`); plus ``metrics_source`` (``file``/``log``) and
+        ``reattached``.
 
     Raises:
         kfp_gpu.launcher.MPIJobFailed / LaunchCancelled: from the launcher.
+        RuntimeError: no metrics in either place.
+        FileNotFoundError: no model under ``<work_dir>/model``.
     """
-    from kfp_gpu import launcher
+    from kfp_gpu import horovod_train, launcher
 
     result = launcher.launch(job, record_path)
-    metrics = launcher.metrics_from_log(result.log_tail)
-    if metrics is None:
-        with storage.local_copy(f"{work_dir}/metrics.json") as p:
-            metrics = json.loads(Path(p).read_text(encoding="utf-8"))
+    metrics, source = choose_metrics(
+        read_metrics_file(f"{work_dir}/{horovod_train.METRICS_FILE}"),
+        launcher.metrics_from_log(result.log_tail))
     launcher.fetch_model(f"{work_dir}/model", model_path)
+    metrics["metrics_source"] = source
     metrics["reattached"] = bool(result.reattached)
     return metrics
 
