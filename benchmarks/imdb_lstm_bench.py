@@ -45,9 +45,9 @@ def machine() -> str:
         dev = None
     cpu = platform.processor() or platform.machine()
     try:
-        cpu = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-               if ln.startswith("model name")][0]
-    except (OSError, IndexError):
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
         pass
     return f"{os.cpu_count()} cores {cpu}" + (f", GPU {dev}" if dev else ", no GPU")
 

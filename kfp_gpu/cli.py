@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -34,17 +35,19 @@ def version() -> None:
 
 @app.command("compile")
 def compile_cmd(
-    check: bool = typer.Option(False, "--check", help="Fail if a checked-in YAML is stale."),
-    gpu: str | None = typer.Option(
-        None, "--gpu", help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
-        "'mig:1g.10gb', 'fraction:0.5' (default: each pipeline's own)."),
-    registry: str | None = typer.Option(
-        None, "--registry", help="Image registry prefix (default $KFP_GPU_REGISTRY or "
-        "ghcr.io/kfp-gpu)."),
-    output_dir: Path | None = typer.Option(
-        None, "--output-dir", "-o", help="Write under DIR/components and DIR/pipelines "
-        "instead of the package folders."),
-    only: str | None = typer.Option(None, "--only", help="One component or pipeline."),
+    check: Annotated[bool, typer.Option("--check", help="Fail if a checked-in YAML is stale.")]
+    = False,
+    gpu: Annotated[str | None, typer.Option(
+        "--gpu", help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
+        "'mig:1g.10gb', 'fraction:0.5' (default: each pipeline's own).")] = None,
+    registry: Annotated[str | None, typer.Option(
+        "--registry", help="Image registry prefix (default $KFP_GPU_REGISTRY or "
+        "ghcr.io/kfp-gpu).")] = None,
+    output_dir: Annotated[Path | None, typer.Option(
+        "--output-dir", "-o", help="Write under DIR/components and DIR/pipelines "
+        "instead of the package folders.")] = None,
+    only: Annotated[str | None, typer.Option("--only", help="One component or pipeline.")]
+    = None,
 ) -> None:
     """Compile every component and pipeline to YAML (or --check they are current)."""
     if registry:
@@ -74,18 +77,20 @@ def compile_cmd(
 
 @app.command("run")
 def run_cmd(
-    pipeline: str = typer.Argument(..., help="Pipeline name, e.g. imdb-lstm."),
-    local: bool = typer.Option(False, "--local", help="Run on this machine with kfp.local."),
-    param: list[str] = typer.Option([], "--param", "-p", help="key=value pipeline parameter."),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU request (compile-time)."),
-    data_dir: str | None = typer.Option(
-        None, "--data-dir", envvar="KFP_GPU_DATA_DIR",
+    pipeline: Annotated[str, typer.Argument(help="Pipeline name, e.g. imdb-lstm.")],
+    local: Annotated[bool, typer.Option("--local", help="Run on this machine with kfp.local.")]
+    = False,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="key=value pipeline parameter.")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU request (compile-time).")] = None,
+    data_dir: Annotated[str | None, typer.Option(
+        "--data-dir", envvar="KFP_GPU_DATA_DIR",
         help="Folder with the real data (imdb/imdb_50k.csv.gz ...); sets the data "
-        "parameter unless --param gives it. Also $KFP_GPU_DATA_DIR."),
-    pipeline_root: str = typer.Option("local_outputs", "--pipeline-root",
-                                      help="Where kfp.local writes the artifacts."),
-    summary_json: Path | None = typer.Option(None, "--summary-json",
-                                                help="Also write the summary as JSON."),
+        "parameter unless --param gives it. Also $KFP_GPU_DATA_DIR.")] = None,
+    pipeline_root: Annotated[str, typer.Option(
+        "--pipeline-root", help="Where kfp.local writes the artifacts.")] = "local_outputs",
+    summary_json: Annotated[Path | None, typer.Option(
+        "--summary-json", help="Also write the summary as JSON.")] = None,
 ) -> None:
     """Run a pipeline. Only --local is supported here; use `kfp-gpu submit` for a cluster."""
     if not local:
@@ -95,7 +100,7 @@ def run_cmd(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
-        params = local_run.parse_params(param)
+        params = local_run.parse_params(param or [])
         summary = local_run.run(pipeline, params, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir)
     except (ValueError, FileNotFoundError) as e:

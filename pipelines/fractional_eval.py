@@ -35,6 +35,13 @@ def default_gpu(shards: int) -> str:
     return f"fraction:{1 / shards:g}"
 
 
+class EvalOutputs(NamedTuple):
+    """The pipeline's outputs: the combined Metrics and the accuracy gate."""
+
+    metrics: Metrics
+    passed: bool
+
+
 def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
     """The ``fractional-eval`` pipeline function.
 
@@ -55,7 +62,7 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
         num_shards: int = shards,
         batch_size: int = 256,
         accuracy_threshold: float = 0.8,
-    ) -> NamedTuple("Outputs", metrics=Metrics, passed=bool):
+    ) -> EvalOutputs:
         model = dsl.importer(artifact_uri=model_uri, artifact_class=Model, reimport=False)
         model.set_display_name("import-model")
         data = dsl.importer(artifact_uri=test_data_uri, artifact_class=Dataset, reimport=False)
@@ -70,7 +77,6 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
         combined = combine_shards(shard_predictions=dsl.Collected(shard.outputs["predictions"]),
                                   test_data=data.output, accuracy_threshold=accuracy_threshold)
         combined.set_display_name("combine-shards").set_cpu_limit("1").set_memory_limit("2G")
-        Outputs = NamedTuple("Outputs", metrics=Metrics, passed=bool)
-        return Outputs(metrics=combined.outputs["metrics"], passed=combined.outputs["Output"])
+        return EvalOutputs(metrics=combined.outputs["metrics"], passed=combined.outputs["Output"])
 
     return fractional_eval

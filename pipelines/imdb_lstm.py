@@ -24,6 +24,15 @@ DEFAULT_GPU = "gpu:1"
 TRAIN_CPU, TRAIN_MEMORY = "4", "8G"
 
 
+class TrainingOutputs(NamedTuple):
+    """The pipeline's outputs: the trained Model, training and evaluation Metrics, the gate."""
+
+    model: Model
+    train_metrics: Metrics
+    eval_metrics: Metrics
+    passed: bool
+
+
 def build(gpu: str = DEFAULT_GPU):
     """The ``imdb-lstm`` pipeline function with the training task's GPU request ``gpu``.
 
@@ -53,8 +62,7 @@ def build(gpu: str = DEFAULT_GPU):
         seed: int = 42,
         checkpoint_dir: str = "",
         accuracy_threshold: float = 0.8,
-    ) -> NamedTuple("Outputs", model=Model, train_metrics=Metrics, eval_metrics=Metrics,
-                    passed=bool):
+    ) -> TrainingOutputs:
         prep = prep_text(source=source, max_rows_per_split=max_rows_per_split,
                          num_words=num_words, maxlen=maxlen, seed=seed)
         prep.set_display_name("prep-text").set_cpu_limit("2").set_memory_limit("4G")
@@ -69,9 +77,7 @@ def build(gpu: str = DEFAULT_GPU):
         ev = evaluate_classifier(model=train.outputs["model"], test_data=prep.outputs["test_data"],
                                  accuracy_threshold=accuracy_threshold)
         ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")
-        Outputs = NamedTuple("Outputs", model=Model, train_metrics=Metrics,
-                             eval_metrics=Metrics, passed=bool)
-        return Outputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
+        return TrainingOutputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
                        eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"])
 
     return imdb_lstm

@@ -23,6 +23,15 @@ NAME = "resnet-horovod"
 DEFAULT_GPU = "gpu:8"
 
 
+class TrainingOutputs(NamedTuple):
+    """The pipeline's outputs: the trained Model, training and evaluation Metrics, the gate."""
+
+    model: Model
+    train_metrics: Metrics
+    eval_metrics: Metrics
+    passed: bool
+
+
 def build(gpu: str = DEFAULT_GPU):
     """The ``resnet-horovod`` pipeline function; ``gpu`` is the request per MPIJob Worker.
 
@@ -63,8 +72,7 @@ def build(gpu: str = DEFAULT_GPU):
         nccl_socket_ifname: str = "",
         seed: int = 0,
         accuracy_threshold: float = 0.8,
-    ) -> NamedTuple("Outputs", model=Model, train_metrics=Metrics, eval_metrics=Metrics,
-                    passed=bool):
+    ) -> TrainingOutputs:
         prep = prep_images(source=source, max_rows_per_split=max_rows_per_split, seed=seed)
         prep.set_display_name("prep-images").set_cpu_limit("2").set_memory_limit("4G")
         train = train_resnet_mpijob(
@@ -84,9 +92,7 @@ def build(gpu: str = DEFAULT_GPU):
         ev = evaluate_classifier(model=train.outputs["model"], test_data=prep.outputs["test_data"],
                                  accuracy_threshold=accuracy_threshold)
         ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")
-        Outputs = NamedTuple("Outputs", model=Model, train_metrics=Metrics,  # noqa: UP014
-                             eval_metrics=Metrics, passed=bool)
-        return Outputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
+        return TrainingOutputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
                        eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"])
 
     return resnet_horovod

@@ -60,6 +60,7 @@ def test_pre_padding_keeps_last_tokens_and_vocab_fit_on_train_only(tmp_path):
     vocab = prep.read_vocabulary(tmp_path / "v.txt")
     assert vocab[:2] == ["", "[UNK]"] and "zebra" not in vocab  # test-only word
     x, y = datasets.load_arrays(tmp_path / "train")
+    assert y.tolist() == [1, 0]
     ids = {w: i for i, w in enumerate(vocab)}
     assert x[0].tolist() == [ids["three"], ids["four"], ids["five"], ids["six"]]
     assert x[1].tolist() == [0, 0, ids["alpha"], ids["beta"]]
@@ -84,6 +85,7 @@ def test_real_imdb_subset(imdb_small):
     assert 0.6 < s["train"]["truncated_share"] < 0.95
     x, y = datasets.load_arrays(imdb_small["train"])
     assert x.shape == (2000, 80) and x.max() < 10000
+    assert y.mean() == s["train"]["positive_share"]
 
 
 def test_gcs_source(tmp_path):

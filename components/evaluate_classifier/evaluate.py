@@ -144,8 +144,8 @@ def markdown_report(m: dict, threshold: float) -> str:
     lines = [
         "# Evaluation",
         "",
-        f"Examples: {m['rows']}. Gate: accuracy {m['accuracy']:.4f} "
-        f"{'>=' if passed else '<'} {threshold} -> **{'PASS' if passed else 'FAIL'}**.",
+        (f"Examples: {m['rows']}. Gate: accuracy {m['accuracy']:.4f} "
+         f"{'>=' if passed else '<'} {threshold} -> **{'PASS' if passed else 'FAIL'}**."),
         "",
         "| metric | value |",
         "|---|---|",

@@ -165,7 +165,7 @@ def to_splits(df, *, text_column: str, label_column: str, positive_label: str,
             raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
         rng = np.random.default_rng(seed)
         is_test = np.zeros(len(df), dtype=bool)
-        is_test[rng.permutation(len(df))[: int(round(test_fraction * len(df)))]] = True
+        is_test[rng.permutation(len(df))[: round(test_fraction * len(df))]] = True
     train = Split(texts[~is_test], labels[~is_test])
     test = Split(texts[is_test], labels[is_test])
     if len(np.unique(train.labels)) < 2:

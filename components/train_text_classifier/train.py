@@ -27,8 +27,8 @@ MODEL_FILE = "model.keras"
 CUDNN_REQUIREMENTS = {
     "activation": ("tanh", "the cuDNN kernel implements tanh only"),
     "recurrent_activation": ("sigmoid", "the cuDNN kernel implements sigmoid gates only"),
-    "recurrent_dropout": (0.0, "dropout on the recurrent state is not in the cuDNN kernel; "
-                          "use dropout= (input dropout) instead, which keeps cuDNN"),
+    "recurrent_dropout": (0.0, ("dropout on the recurrent state is not in the cuDNN kernel; "
+                                "use dropout= (input dropout) instead, which keeps cuDNN")),
     "unroll": (False, "an unrolled LSTM is built from generic ops"),
     "use_bias": (True, "the cuDNN kernel always has biases"),
 }
