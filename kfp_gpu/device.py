@@ -148,9 +148,14 @@ def plan(env=None, total_mib: int | None = None) -> dict:
             "total_mib": total_mib, "limit_mib": limit, "reason": reason}
 
 
-def apply_gpu_share(env=None) -> dict:
+def apply_gpu_share(env=None, devices=None) -> dict:
     """Cap TensorFlow's GPU memory to the share this container was given. Call first thing,
     before any TensorFlow op or model is built.
+
+    Args:
+        env: environment mapping (default ``os.environ``).
+        devices: the physical GPUs to cap (default: all TensorFlow sees); a Horovod rank
+            passes only the GPU it is pinned to.
 
     Returns:
         dict for metrics: the :func:`plan` fields plus ``gpus`` (physical GPUs TensorFlow
@@ -164,7 +169,7 @@ def apply_gpu_share(env=None) -> dict:
     env = os.environ if env is None else env
     import tensorflow as tf
 
-    gpus = tf.config.list_physical_devices("GPU")
+    gpus = tf.config.list_physical_devices("GPU") if devices is None else list(devices)
     totals = total_memory_mib(env) if gpus else []
     result = plan(env, totals[0] if totals else None)
     result.update(gpus=len(gpus), applied=False)

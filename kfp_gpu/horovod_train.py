@@ -203,15 +203,21 @@ def summarize(per_rank: list[dict], batch_size: int) -> dict:
 
 
 def _setup_devices(hvd) -> str:
-    """Pin this process to GPU ``local_rank`` (memory growth on); CPU: share the cores."""
+    """Pin this process to GPU ``local_rank``; CPU: share the cores.
+
+    The pinned GPU gets the pod's GPU share as a memory cap when the request is a fraction
+    (kfp_gpu.device), else memory growth.
+    """
     import tensorflow as tf
+
+    from kfp_gpu import device
 
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
-        for g in gpus:
-            tf.config.experimental.set_memory_growth(g, True)
         mine = gpus[hvd.local_rank() % len(gpus)]
         tf.config.set_visible_devices(mine, "GPU")
+        if not device.apply_gpu_share(devices=[mine])["applied"]:
+            tf.config.experimental.set_memory_growth(mine, True)
         return mine.name
     threads = max(1, (os.cpu_count() or 1) // max(1, hvd.local_size()))
     tf.config.threading.set_intra_op_parallelism_threads(threads)

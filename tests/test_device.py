@@ -113,3 +113,38 @@ def test_apply_gpu_share_sets_logical_device_limit_per_gpu(monkeypatch):
     calls.clear()
     r = device.apply_gpu_share({**gpu.parse("gpu:2").env(), device.TOTAL_ENV: "40000"})
     assert r["applied"] is False and calls == []
+
+
+def test_horovod_rank_caps_only_its_pinned_gpu(monkeypatch):
+    """A Horovod rank (kfp_gpu.horovod_train._setup_devices) pins GPU local_rank and caps
+    that one device to a fractional share; with a whole-GPU request it uses memory growth."""
+    import tensorflow as tf
+
+    from kfp_gpu import horovod_train
+
+    fake = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(2)]
+    calls = []
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: fake if kind == "GPU" else [])
+    monkeypatch.setattr(tf.config, "set_visible_devices",
+                        lambda dev, kind=None: calls.append(("visible", dev.name)))
+    monkeypatch.setattr(tf.config, "set_logical_device_configuration",
+                        lambda dev, cfgs: calls.append(("cap", dev.name, cfgs[0].memory_limit)))
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth",
+                        lambda dev, on: calls.append(("growth", dev.name)))
+
+    class Rank1:
+        @staticmethod
+        def local_rank():
+            return 1
+
+    for key, value in {**gpu.parse("fraction:0.5").env(), device.TOTAL_ENV: "80000"}.items():
+        monkeypatch.setenv(key, value)
+    assert horovod_train._setup_devices(Rank1) == "/physical_device:GPU:1"
+    assert calls == [("visible", "/physical_device:GPU:1"),
+                     ("cap", "/physical_device:GPU:1", 40000)]
+    calls.clear()
+    for key, value in gpu.parse("gpu:2").env().items():
+        monkeypatch.setenv(key, value)
+    horovod_train._setup_devices(Rank1)
+    assert calls == [("visible", "/physical_device:GPU:1"), ("growth", "/physical_device:GPU:1")]
