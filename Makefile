@@ -2,7 +2,7 @@
 DATA_DIR ?= ../shared/data
 PYTEST_ARGS ?=
 
-.PHONY: setup run run-full test compile check lint
+.PHONY: setup run test compile check lint images
 
 .venv/.installed: pyproject.toml requirements/tensorflow.txt scripts/setup.sh
 	bash scripts/setup.sh
@@ -26,3 +26,8 @@ check: setup
 
 lint: setup
 	.venv/bin/ruff check kfp_gpu components pipelines tests benchmarks
+
+# Build and push the runtime images (needs a Docker engine; tags = package version,
+# registry from KFP_GPU_REGISTRY). See images/README.md.
+images:
+	bash scripts/build-images.sh
