@@ -166,3 +166,14 @@ def test_build_script_refuses_unknown_image():
     result = subprocess.run(["bash", str(ROOT / "scripts" / "build-images.sh"), "--dry-run",
                              "pytorch"], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and "accepted" in result.stderr
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tensorflow_and_kfp_never_resolved_in_one_pip_command(name):
+    """kfp 2.17 needs protobuf>=6.31 and TensorFlow 2.18 declares protobuf<6: a pip command
+    naming both fails to resolve (ResolutionImpossible), so the images install TensorFlow
+    first and kfp in a later command, as scripts/setup.sh does."""
+    text = _dockerfile(name).replace("\\\n", " ")
+    for line in text.splitlines():
+        if "pip install" in line and re.search(r'"kfp==', line):
+            assert "tensorflow==" not in line, line.strip()
