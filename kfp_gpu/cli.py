@@ -67,6 +67,9 @@ def compile_cmd(
             raise typer.Exit(1)
         typer.echo("all compiled YAML is current")
         return
+    if (gpu or registry) and not output_dir:
+        _fail("--gpu/--registry need --output-dir DIR: the package's checked-in YAML stays "
+              "the default build (kfp-gpu compile --check compares against it)")
     try:
         written = comp.compile_all(output_dir, gpu, only)
     except ValueError as e:

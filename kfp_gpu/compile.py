@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kfp_gpu import catalog
+from kfp_gpu import catalog, images, storage
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def compile_target(t: Target, dest: Path, gpu: str | None = None) -> None:
     obj = catalog.resolve(t.ref)
     if t.kind == "pipeline":
         obj = obj(gpu) if gpu else obj()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    compiler.Compiler().compile(obj, str(dest))
+    with storage.atomic_file(dest, suffix=".yaml") as tmp:
+        compiler.Compiler().compile(obj, str(tmp))
 
 
 def compile_all(output_dir: Path | None = None, gpu: str | None = None,
@@ -74,6 +74,10 @@ def check_all(only: str | None = None) -> list[str]:
     Returns:
         One message (with a short unified diff) per stale or missing file; [] if current.
     """
+    if images.registry() != images.DEFAULT_REGISTRY:
+        raise ValueError(f"{images.REGISTRY_ENV}={images.registry()!r} is set: the checked-in "
+                         f"YAML uses the default registry {images.DEFAULT_REGISTRY!r}; unset it "
+                         "to check")
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         for t in targets(None, only):

@@ -34,6 +34,8 @@ TOTAL_ENV = "KFP_GPU_TOTAL_MIB"
 #: Reserve kept out of a fractional cap for the CUDA context and cuDNN/cuBLAS workspaces
 #: that TensorFlow allocates outside its BFC allocator (MiB). 0 keeps the plain share.
 RESERVE_ENV = "KFP_GPU_RESERVE_MIB"
+#: Request kinds whose device other pods share: without a cap, memory growth is turned on.
+SHARED_KINDS = ("shared", "fraction", "gpu-memory", "metagpu", "hami")
 
 
 def memory_limit_mib(kind: str | None, share: float | None, memory_mib: int | None,
@@ -180,7 +182,17 @@ def apply_gpu_share(env=None, devices=None) -> dict:
         return result
     limit = result["limit_mib"]
     if limit is None:
-        log.info("kfp_gpu.device: %d GPU(s), no memory cap: %s", len(gpus), result["reason"])
+        if result["kind"] in SHARED_KINDS:
+            # A device shared with other pods but no MiB to cap to (e.g. shared:1 without
+            # replicas=): at least stop TensorFlow from reserving all of it up front.
+            for dev in gpus:
+                tf.config.experimental.set_memory_growth(dev, True)
+            result["memory_growth"] = True
+            log.warning("kfp_gpu.device: %s; the GPU is shared, so memory growth is on "
+                        "(give replicas= or a MiB value for a hard cap)", result["reason"])
+        else:
+            log.info("kfp_gpu.device: %d GPU(s), no memory cap: %s", len(gpus),
+                     result["reason"])
         return result
     try:
         for dev in gpus:

@@ -314,6 +314,10 @@ class GpuRequest:
                 if count < 1:
                     raise ValueError(f"count must be an integer >= 1, got {count}")
                 return GpuRequest(**{**self.__dict__, "count": count}).apply_to_task(task)
+            if self.kind == "shared" and self.replicas:
+                raise ValueError(
+                    "a count parameter cannot carry the share of time-sliced/MPS replicas "
+                    "(count/replicas); give the count at compile time: 'shared:N,replicas=R'")
             limit = count
             env.pop(SHARE_ENV, None)
         if self.resource_name:
@@ -408,8 +412,8 @@ class GpuRequest:
 
 
 def _num(x: float) -> str:
-    """Shortest exact decimal text of a share (1.0 -> '1', 0.25 -> '0.25')."""
-    return f"{x:g}" if float(x) != int(x) else str(int(x))
+    """Shortest exact decimal text of a share (1.0 -> '1', 0.25 -> '0.25'); round-trips."""
+    return repr(float(x)) if float(x) != int(x) else str(int(x))
 
 
 def _int(kind: str, what: str, text: str, lo: int = 0, hi: int | None = None) -> int:

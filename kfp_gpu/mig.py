@@ -113,7 +113,8 @@ def lookup(profile: str, model: str = "") -> tuple[str, MigProfile]:
     """Validate ``profile`` (against ``model`` when given) and return ``(model, MigProfile)``.
 
     Without a model the first model in :data:`PROFILES` order that has the profile is used
-    (e.g. ``1g.10gb`` -> A100-80GB: same memory fraction as on H100-80GB).
+    (e.g. ``1g.10gb`` -> A100-40GB, where it is a quarter of the memory; give ``model=``
+    when the memory fraction matters, as ``GpuRequest.physical_share`` does).
 
     Raises:
         ValueError: unknown profile, or a profile the model does not support; the message

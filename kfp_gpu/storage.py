@@ -97,14 +97,15 @@ def upload(local: str | os.PathLike, uri: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_file(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
 
     Readers never see a half-written file; on error the temporary file is removed.
+    ``suffix`` ends the temporary name (for writers that insist on an extension).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)

@@ -53,3 +53,14 @@ def test_data_dir_selects_the_real_data(shared_data):
     assert local_run.default_data_params("imdb-lstm", str(shared_data)) == {
         "source": str(shared_data / "imdb" / "imdb_50k.csv.gz")}
     assert local_run.default_data_params("fractional-eval", str(shared_data)) == {}
+
+
+def test_gpu_or_registry_without_output_dir_is_refused():
+    r = runner.invoke(app, ["compile", "--gpu", "gpu:2"])
+    assert r.exit_code == 2 and "--output-dir" in r.output
+
+
+def test_check_refuses_a_non_default_registry(monkeypatch):
+    monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/ml")
+    r = runner.invoke(app, ["compile", "--check"])
+    assert r.exit_code == 2 and "unset it" in r.output

@@ -148,3 +148,21 @@ def test_horovod_rank_caps_only_its_pinned_gpu(monkeypatch):
         monkeypatch.setenv(key, value)
     horovod_train._setup_devices(Rank1)
     assert calls == [("visible", "/physical_device:GPU:1"), ("growth", "/physical_device:GPU:1")]
+
+
+def test_shared_gpu_without_a_cap_turns_memory_growth_on(monkeypatch):
+    """shared:1 (replicas unknown): no MiB cap, but TensorFlow must not take the whole GPU."""
+    import tensorflow as tf
+
+    fake = [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
+    calls = []
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: fake if kind == "GPU" else [])
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth",
+                        lambda dev, on: calls.append((dev.name, on)))
+    r = device.apply_gpu_share({**gpu.parse("shared:1").env(), device.TOTAL_ENV: "80000"})
+    assert r["applied"] is False and r.get("memory_growth") is True
+    assert calls == [("/physical_device:GPU:0", True)]
+    calls.clear()
+    r = device.apply_gpu_share({**gpu.parse("gpu:1").env(), device.TOTAL_ENV: "80000"})
+    assert calls == [] and "memory_growth" not in r  # a whole GPU is this pod's alone

@@ -299,3 +299,21 @@ def test_catalog_pipelines_take_the_request_at_compile_time(pipeline, text, tmp_
         assert dict(cfg.pod_metadata.annotations) == annotations
         assert dict(cfg.pod_metadata.labels) == labels
     assert gpu_tasks == 1
+
+
+def test_fraction_text_round_trips_exactly():
+    r = gpu.parse("fraction:0.1234567")
+    assert gpu.parse(r.to_text()) == r and r.fraction == 0.1234567
+
+
+def test_count_parameter_refused_for_shared_replicas():
+    from kfp import dsl
+
+    @dsl.component
+    def noop():
+        pass
+
+    with pytest.raises(ValueError, match="shared:N,replicas=R"):
+        @dsl.pipeline
+        def p(n: int = 1):
+            gpu.parse("shared:1,replicas=4").apply_to_task(noop(), count=n)

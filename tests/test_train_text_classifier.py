@@ -71,3 +71,27 @@ def test_training_resumes_from_last_checkpoint(tmp_path, imdb_small):
     assert list((tmp_path / "tb").rglob("events.out.tfevents*"))
     t.write_report(str(tmp_path / "r.json"), m2)
     assert json.loads((tmp_path / "r.json").read_text())["resumed_from_epoch"] == 1
+
+
+def test_other_settings_or_data_never_resume_foreign_checkpoints(tmp_path, imdb_small):
+    """The same checkpoint_dir with different settings starts at epoch 0, in its own folder."""
+    ckpt = tmp_path / "ckpt"
+    common = {"train_path": imdb_small["train"], "checkpoint_dir": str(ckpt),
+              "tensorboard_dir": str(tmp_path / "tb")}
+    a = t.train(t.TrainConfig(epochs=1, embedding_dim=8, lstm_units=4, batch_size=128),
+                model_dir=str(tmp_path / "a"), **common)
+    b = t.train(t.TrainConfig(epochs=1, embedding_dim=8, lstm_units=6, batch_size=128),
+                model_dir=str(tmp_path / "b"), **common)
+    assert a["resumed_from_epoch"] == 0 and b["resumed_from_epoch"] == 0
+    assert b["epochs_run"] == 1 and len(list(ckpt.iterdir())) == 2
+    # the finished run, retried: restores the last epoch, trains nothing, reports no throughput
+    again = t.train(t.TrainConfig(epochs=1, embedding_dim=8, lstm_units=4, batch_size=128),
+                    model_dir=str(tmp_path / "a2"), **common)
+    assert again["resumed_from_epoch"] == 1 and again["epochs_run"] == 0
+    assert again["samples_per_sec"] is None and again["loss"] is None
+    cfg = t.TrainConfig(epochs=1)
+    meta = {"rows": 10, "maxlen": 80}
+    assert t.checkpoint_path("gs://b/ck/", cfg, meta).startswith("gs://b/ck/")
+    assert t.checkpoint_path("/c", cfg, meta) == t.checkpoint_path(
+        "/c", t.TrainConfig(epochs=5), meta)  # more epochs = the same training, resumed
+    assert t.checkpoint_path("/c", cfg, meta) != t.checkpoint_path("/c", cfg, {**meta, "rows": 11})

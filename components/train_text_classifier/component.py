@@ -42,8 +42,10 @@ def train_text_classifier(
         epochs, batch_size, embedding_dim, lstm_units, dropout, learning_rate, seed:
             hyper-parameters (batch 32, 128/128 units: the seed article's model).
         mixed_precision: mixed_float16 compute (GPUs with tensor cores).
-        checkpoint_dir: where per-epoch training state is kept for resumption (a PVC
-            path or gs:// URI survives pod restarts); empty: beside the model output.
+        checkpoint_dir: where per-epoch training state is kept for resumption, in a
+            subfolder per (settings, data); a PVC path or gs:// URI survives pod
+            restarts; empty: beside the model output, which resumes only inside the same
+            container (KFP gives a retried pod a fresh filesystem).
 
     Outputs:
         model: directory with ``model.keras`` (keras.saving.load_model).

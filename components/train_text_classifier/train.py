@@ -11,6 +11,7 @@ Input dropout (``dropout=``) keeps eligibility.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -192,9 +193,15 @@ def train(cfg: TrainConfig, *, train_path: str, model_dir: str, checkpoint_dir: 
     """Train on the Dataset at ``train_path``; write the model, checkpoints, logs.
 
     Resumable: Keras ``BackupAndRestore`` saves the full training state (weights,
-    optimizer, epoch) to ``checkpoint_dir`` after each epoch; a restarted task with the
-    same ``checkpoint_dir`` continues after the last completed epoch. The backup is kept
-    after success, so a retried task that already finished trains 0 more epochs.
+    optimizer, epoch) after each epoch under ``checkpoint_dir/<fingerprint>``, where the
+    fingerprint hashes the configuration (all but ``epochs``) and the training Dataset's
+    description; a restarted task with the same ``checkpoint_dir``, data and settings
+    continues after the last completed epoch (also with more ``epochs``), while a run with
+    other data or settings starts afresh instead of picking up foreign weights. The backup
+    is kept after success, so a retried task that already finished trains 0 more epochs
+    (its throughput, loss and accuracy are then None). ``checkpoint_dir`` may be a local
+    path (a PVC survives pod restarts) or a ``gs://`` URI (written through TensorFlow's GCS
+    filesystem).
 
     Writes ``model_dir/model.keras`` atomically (loadable with keras.saving.load_model).
 
@@ -229,26 +236,31 @@ def train(cfg: TrainConfig, *, train_path: str, model_dir: str, checkpoint_dir: 
     steps = -(-rows // cfg.batch_size)
     model = build_model(cfg, vocab_size, maxlen)
     timer = _epoch_timer()(steps)
-    Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
-    backup = keras.callbacks.BackupAndRestore(checkpoint_dir, delete_checkpoint=False)
+    backup_dir = checkpoint_path(checkpoint_dir, cfg, meta)
+    if not storage.is_gcs(backup_dir):
+        Path(backup_dir).mkdir(parents=True, exist_ok=True)
+    backup = keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)
     callbacks = [backup, timer, keras.callbacks.TensorBoard(tensorboard_dir)]
     device = device_description()
-    log.info("training on %s: %d rows, %d steps/epoch, %d epochs, cuDNN-eligible=%s",
-             device, rows, steps, cfg.epochs, not violations)
-    history = model.fit(ds, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
+    log.info("training on %s: %d rows, %d steps/epoch, %d epochs, cuDNN-eligible=%s, "
+             "checkpoints in %s", device, rows, steps, cfg.epochs, not violations, backup_dir)
+    try:
+        model.fit(ds, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
+        with storage.atomic_dir(model_dir) as tmp:
+            model.save(os.path.join(tmp, MODEL_FILE))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
     resumed_from = cfg.epochs - len(timer.epochs)
-    with storage.atomic_dir(model_dir) as tmp:
-        model.save(os.path.join(tmp, MODEL_FILE))
-    keras.mixed_precision.set_global_policy("float32")
+    if resumed_from:
+        log.warning("resumed from the checkpoint after epoch %d (%s)", resumed_from, backup_dir)
     secs = [e["seconds"] for e in timer.epochs]
-    last = timer.epochs[-1] if timer.epochs else {
-        k: float(v[-1]) for k, v in history.history.items() if v}
-    mean = sum(secs) / len(secs) if secs else 0.0
+    last = timer.epochs[-1] if timer.epochs else {}
+    mean = sum(secs) / len(secs) if secs else None
     return {
         "epoch_seconds": [round(s, 3) for s in secs],
-        "seconds_per_epoch": round(mean, 3),
-        "ms_per_step": round(1000 * mean / steps, 3) if secs else 0.0,
-        "samples_per_sec": round(rows / mean, 1) if secs else 0.0,
+        "seconds_per_epoch": round(mean, 3) if secs else None,
+        "ms_per_step": round(1000 * mean / steps, 3) if secs else None,
+        "samples_per_sec": round(rows / mean, 1) if secs else None,
         "loss": last.get("loss"),
         "accuracy": last.get("accuracy"),
         "epochs_run": len(secs),
@@ -260,6 +272,16 @@ def train(cfg: TrainConfig, *, train_path: str, model_dir: str, checkpoint_dir: 
         "mixed_precision": cfg.mixed_precision,
         "config": asdict(cfg),
     }
+
+
+def checkpoint_path(checkpoint_dir: str, cfg: TrainConfig, dataset_meta: dict) -> str:
+    """``checkpoint_dir/<12 hex>``: one folder per (settings but ``epochs``, Dataset).
+
+    So only a restart of the same training resumes; ``gs://`` URIs are joined with ``/``.
+    """
+    settings = {k: v for k, v in asdict(cfg).items() if k != "epochs"}
+    blob = json.dumps({"config": settings, "data": dataset_meta}, sort_keys=True)
+    return checkpoint_dir.rstrip("/") + "/" + hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def write_report(path: str, metrics: dict) -> None:
