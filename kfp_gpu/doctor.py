@@ -204,20 +204,33 @@ def needs_from_request(request: gpu_model.GpuRequest, *, mpi: bool = False,
                  mpi=mpi, source=source or f"--gpu {request.to_text()}")
 
 
+#: Components that create an MPIJob (their ``--function_to_execute``).
+MPIJOB_COMPONENTS = ("train_resnet_mpijob",)
+
+
+def _creates_mpijob(container: dict) -> bool:
+    """True for an executor that creates an MPIJob: a known MPIJob component (it runs on
+    the trainer image) or anything on the kfp-gpu launcher image."""
+    args = [str(a) for a in container.get("args") or []]
+    fn = args[args.index("--function_to_execute") + 1] \
+        if "--function_to_execute" in args[:-1] else ""
+    return fn in MPIJOB_COMPONENTS or "kfp-gpu-launcher" in container.get("image", "")
+
+
 def needs_from_pipeline(spec: dict, request: gpu_model.GpuRequest | None = None,
                         source: str = "") -> Needs:
     """Needs of a compiled KFP pipeline (IR YAML loaded as dict).
 
     The accelerator (``resources.accelerator.resourceType`` / ``resourceCount``) of each
     executor and the node selectors of the Kubernetes platform spec give the needs; an
-    executor whose image is the kfp-gpu launcher means an MPIJob. ``request`` (``--gpu``)
+    executor of an MPIJob component (``MPIJOB_COMPONENTS``) or on the kfp-gpu launcher
+    image means an MPIJob. ``request`` (``--gpu``)
     replaces the pipeline's own GPU settings, as ``kfp-gpu compile --gpu`` would.
     """
     docs = spec if isinstance(spec, list) else [spec]
     pipeline = docs[0]
     executors = pipeline.get("deploymentSpec", {}).get("executors", {})
-    mpi = any("kfp-gpu-launcher" in (e.get("container", {}).get("image", ""))
-              for e in executors.values())
+    mpi = any(_creates_mpijob(e.get("container", {})) for e in executors.values())
     if request is not None:
         return needs_from_request(request, mpi=mpi, source=source)
     resources: dict[str, int] = {}

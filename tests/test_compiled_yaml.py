@@ -76,3 +76,22 @@ def test_compile_with_another_gpu_and_registry(tmp_path, monkeypatch):
 def test_catalog_entries_resolve():
     for ref in {**catalog.COMPONENTS, **catalog.PIPELINES}.values():
         assert callable(catalog.resolve(ref))
+
+
+def test_train_resnet_mpijob_runs_on_the_trainer_image():
+    # Cluster mode stages the Datasets (kfp_gpu.datasets.load_arrays imports TensorFlow),
+    # and the launcher image has no TensorFlow (its Dockerfile asserts that): the
+    # component must run on the trainer image (TF + kfp-gpu + kubernetes client).
+    for name in ("train_resnet_mpijob", "resnet-horovod"):
+        spec, _ = ir.load(comp.targets(only=name)[0].path)
+        execs = ir.deployment(spec).executors
+        images = [e.container.image for k, e in execs.items() if "train-resnet-mpijob" in k]
+        assert images and all("/kfp-gpu-trainer:" in i for i in images), images
+
+
+def test_doctor_still_sees_the_mpijob_in_the_resnet_pipeline():
+    import yaml
+
+    from kfp_gpu import doctor
+    path = comp.targets(only="resnet-horovod")[0].path
+    assert doctor.needs_from_pipeline(list(yaml.safe_load_all(path.read_text()))).mpi

@@ -182,4 +182,4 @@ def test_compiled_pipeline_gpu_on_training_task_passed_through():
     train_exec = next(v for k, v in execs.items() if "train-resnet-mpijob" in k)
     acc = train_exec["container"]["resources"]["accelerator"]
     assert acc["resourceType"] == "nvidia.com/gpu" and str(acc["resourceCount"]) == "8"
-    assert "kfp-gpu-launcher" in train_exec["container"]["image"]
+    assert "kfp-gpu-trainer" in train_exec["container"]["image"]

@@ -7,7 +7,10 @@ from kfp_gpu import images
 
 
 @dsl.component(
-    base_image=images.image(images.LAUNCHER),
+    # The trainer image (TensorFlow + kfp-gpu + kubernetes client), not the slim launcher
+    # image: cluster mode stages the Datasets (kfp_gpu.datasets.load_arrays imports
+    # TensorFlow) and local mode runs the trainer in this container.
+    base_image=images.image(images.TRAINER),
     install_kfp_package=False,
     # The GPU request, tolerations, node selector and env set on this task go to the
     # MPIJob Workers (through ``task_config``), not to this launcher pod. PVCs mounted on
