@@ -221,6 +221,8 @@ class Launcher:
         self._log_resp = None
         self.namespace = ""
         self.name = ""
+        #: seconds to wait for a Failed MPIJob to go before re-creating it (create_or_attach)
+        self.replace_timeout_s = 120.0
 
     # -- retries
     def _call(self, what: str, fn: Callable, *args, **kwargs):
@@ -253,8 +255,13 @@ class Launcher:
                          ) -> tuple[dict, bool]:
         """Return ``(mpijob object, reattached)`` and write the record to ``record_path``.
 
+        An existing MPIJob (from the record or a 409) is re-attached unless it has Failed:
+        then it is deleted (Foreground), and once gone ``job`` is created again
+        (``reattached`` False), so that a retry of the task trains again.
+
         Raises:
             ValueError: ``job`` is not a ``kubeflow.org/v2beta1`` MPIJob with a name.
+            TimeoutError: a Failed MPIJob did not go within ``replace_timeout_s``.
             kubernetes.client.exceptions.ApiException: non-transient API errors (403, 422...).
         """
         from kubernetes.client.exceptions import ApiException
@@ -298,8 +305,34 @@ class Launcher:
                     reattached = True
                     log.info("MPIJob %s/%s exists (409); re-attaching", self.namespace,
                              self.name)
+        if reattached and phase(obj) == "Failed":
+            # The name is deterministic per run and task and a finished MPIJob stays for
+            # ttlSecondsAfterFinished: re-attaching to a Failed one would fail every retry.
+            obj, reattached = self._replace_failed(job, meta), False
         storage.write_text(record_path, ResourceRecord.of(obj).to_json())
         return obj, reattached
+
+    def _replace_failed(self, job: Mapping, meta: Mapping) -> dict:
+        """Delete the Failed MPIJob ``self.name`` (Foreground), wait until it is gone (at
+        most :attr:`replace_timeout_s`), then create ``job``.
+
+        Raises:
+            TimeoutError: the old MPIJob is still there after ``replace_timeout_s``.
+        """
+        log.warning("MPIJob %s/%s of an earlier attempt has Failed; deleting it and creating "
+                    "a new one", self.namespace, self.name)
+        self.delete()
+        end = time.monotonic() + self.replace_timeout_s
+        while self._get(self.namespace, self.name) is not None:
+            if time.monotonic() >= end:
+                raise TimeoutError(f"the Failed MPIJob {self.namespace}/{self.name} is still "
+                                   f"there {self.replace_timeout_s:.0f}s after its delete")
+            self._sleep(self.log_poll_s)
+        self.name, self.namespace = meta["name"], meta.get("namespace") or "default"
+        obj = self._call("create MPIJob", self.custom.create_namespaced_custom_object,
+                         mpijob.GROUP, mpijob.VERSION, self.namespace, mpijob.PLURAL, dict(job))
+        log.info("created MPIJob %s/%s in place of the Failed one", self.namespace, self.name)
+        return obj
 
     # -- watch
     def _list(self) -> tuple[dict | None, str]:

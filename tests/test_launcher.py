@@ -231,6 +231,31 @@ def test_record_of_a_deleted_job_leads_to_a_new_one(kube, tmp_path):
     assert kube.count("POST", MPIJOBS) == 1
 
 
+@pytest.mark.parametrize("with_record", [True, False])
+def test_retry_after_a_failed_mpijob_replaces_it_and_trains_again(kube, tmp_path,
+                                                                    with_record):
+    # attempt 1: the MPIJob Failed (it stays, ttlSecondsAfterFinished); same name on retry
+    kube.controller = ScriptedController(outcome="Failed", reason="BackoffLimitExceeded",
+                                         step_s=0.002)
+    record = tmp_path / "rec.json"
+    with pytest.raises(launcher.MPIJobFailed):
+        run(kube, make_job(), record)
+    old_uid = kube.get_object("mpijobs", "ml", "resnet-test-1")["metadata"]["uid"]
+    if not with_record:  # the record was lost: the retry meets a 409
+        record.unlink()
+    kube.controller = ScriptedController(outcome="Succeeded", log=["again"])
+    result, lines = run(kube, make_job(), record)
+    assert result.status == "Succeeded" and not result.reattached
+    new_uid = kube.get_object("mpijobs", "ml", "resnet-test-1")["metadata"]["uid"]
+    assert new_uid != old_uid and result.record.uid == new_uid
+    assert json.loads(record.read_text())["uid"] == new_uid
+    assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
+                             "propagationPolicy": "Foreground"}]
+    posts = [r.status for r in kube.requests if r.method == "POST"]
+    assert posts == ([201, 201] if with_record else [201, 409, 201])
+    assert lines == ["again"]
+
+
 def test_job_deleted_by_someone_else_fails(kube, tmp_path):
     kube.controller = ScriptedController(outcome=None, log=["running"])
     t, out = in_thread(run, kube, make_job(), tmp_path / "rec.json")
