@@ -48,7 +48,8 @@ MPIJOB_GROUP = "kubeflow.org"
 MPIJOB_VERSION = "v2beta1"
 KAI_QUEUE_CRD = "queues.scheduling.run.ai"
 DEFAULT_NAMESPACE = "kubeflow"
-DEFAULT_SERVICE_ACCOUNT = "kfp-gpu-launcher"
+#: KFP's runner account (standalone; multi-user: default-editor), bound by manifests/rbac.
+DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"
 HAMI_NODE_ANNOTATION = "hami.io/node-nvidia-register"
 GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.count",
               "nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy",
@@ -574,7 +575,8 @@ def doctor_command(
                                   help="Namespace the pipeline runs in."),
     service_account: str = typer.Option(
         DEFAULT_SERVICE_ACCOUNT, "--service-account",
-        help="Launcher ServiceAccount whose permissions to review (impersonated); '' = "
+        help="ServiceAccount the run's pods use, whose launcher permissions to review "
+        "(impersonated; multi-user Kubeflow: default-editor); '' = "
         "review the caller's own."),
     kfp_host: str | None = typer.Option(
         None, "--kfp-host", envvar="KFP_HOST", help="KFP API URL to check (healthz)."),

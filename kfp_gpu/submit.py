@@ -295,8 +295,9 @@ def submit_command(
         None, "--version", help="Pipeline version name (default: git commit, else package "
         "version)."),
     service_account: str | None = typer.Option(
-        None, "--service-account", help="ServiceAccount of the run's pods (e.g. "
-        "kfp-gpu-launcher for MPIJob pipelines)."),
+        None, "--service-account", help="ServiceAccount of ALL the run's pods "
+        "(default: KFP's runner, pipeline-runner / default-editor, which manifests/rbac "
+        "binds to the MPIJob launcher Role). It must hold KFP's own permissions too."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish."),
     timeout: float = typer.Option(3600, "--timeout", help="Seconds to wait (with --wait)."),
     poll: float = typer.Option(10, "--poll", help="Seconds between status polls."),

@@ -195,7 +195,25 @@ def test_rbac_is_the_launcher_role_and_namespaced_only():
     from kfp_gpu import doctor
     assert doctor.LAUNCHER_PERMISSIONS == tuple(
         (g, r, v) for (g, r), verbs in LAUNCHER_RULES.items() for v in sorted(verbs))
-    assert sa["metadata"]["name"] == doctor.DEFAULT_SERVICE_ACCOUNT
+    assert {"kind": "ServiceAccount", "name": doctor.DEFAULT_SERVICE_ACCOUNT,
+            "namespace": sa["metadata"]["namespace"]} in rb["subjects"]
+
+
+def test_rbac_binds_kfp_runner_accounts_in_the_chosen_namespace(tmp_path):
+    # KFP runs every pod of a run under one account, which needs KFP's own permissions:
+    # the launcher Role goes to KFP's runner accounts (standalone pipeline-runner,
+    # multi-user default-editor), in whatever namespace the kustomization is set to.
+    for ns in ("kubeflow", "team-a"):
+        d = tmp_path / ns
+        shutil.copytree(MANIFESTS / "rbac", d)
+        k = d / "kustomization.yaml"
+        k.write_text(k.read_text().replace("namespace: kubeflow", f"namespace: {ns}", 1))
+        result = subprocess.run([_kubectl(), "kustomize", str(d)], capture_output=True,
+                                text=True, timeout=120, check=True)
+        (rb,) = [o for o in yaml.safe_load_all(result.stdout) if o and o["kind"] == "RoleBinding"]
+        assert rb["metadata"]["namespace"] == ns
+        assert {(s["name"], s.get("namespace")) for s in rb["subjects"]} == {
+            ("pipeline-runner", ns), ("default-editor", ns), ("kfp-gpu-launcher", ns)}
 
 
 @pytest.mark.parametrize("overlay,request_text", [
