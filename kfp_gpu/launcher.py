@@ -153,6 +153,11 @@ class Backoff:
         return min(self.maximum_s, self.initial_s * self.factor ** k)
 
 
+#: Retries of the delete after SIGTERM: at most 0.5+1+2+4 = 7.5 s of waits, well inside
+#: the default 30 s terminationGracePeriodSeconds.
+CANCEL_BACKOFF = Backoff(initial_s=0.5, factor=2.0, maximum_s=4.0, attempts=5)
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for errors worth retrying: HTTP 5xx/429 and connection-level failures."""
     from kubernetes.client.exceptions import ApiException
@@ -583,9 +588,12 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
                                    launcher.events()) from None
             tail = launcher.stop_logs()
         except _CancelSignal:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a 2nd SIGTERM: keep deleting
             log.warning("SIGTERM: the run was cancelled; deleting MPIJob %s/%s",
                         launcher.namespace, launcher.name)
             launcher._done.set()
+            launcher.backoff = CANCEL_BACKOFF  # within the pod's 30 s grace period
             launcher.delete()
             raise LaunchCancelled(f"cancelled; MPIJob {launcher.namespace}/{launcher.name} "
                                   "deleted (propagationPolicy Foreground)") from None

@@ -300,6 +300,38 @@ def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
     assert not [k for k in kube.objects if k[0] == "pods"]
 
 
+def test_second_sigterm_does_not_stop_the_delete(kube, tmp_path):
+    # The first DELETEs fail (500): the launcher retries with CANCEL_BACKOFF; a second
+    # SIGTERM in that time must be ignored, not abort the delete.
+    kube.controller = ScriptedController(outcome=None, log=["training step 1"])
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(mpijob.to_yaml(make_job()))
+    record = tmp_path / "rec.json"
+    kube.fail_next(2, 500, method="DELETE")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kfp_gpu.launcher", "--job", str(job_file), "--record",
+         str(record), "--host", kube.host, "--backoff-initial", "0.01"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: record.exists() and kube.active_watches >= 1, timeout=60,
+                 what="launcher watching")
+        proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: kube.count("DELETE", MPIJOBS) >= 1, what="the first DELETE")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=25)
+        stderr = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == launcher.EXIT_CANCELLED, stderr
+    assert kube.count("DELETE", MPIJOBS) == 3
+    assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
+                             "propagationPolicy": "Foreground"}]
+    waits = [launcher.CANCEL_BACKOFF.delay(k) for k in range(launcher.CANCEL_BACKOFF.attempts - 1)]
+    assert sum(waits) < 15  # well inside the default 30 s grace period
+
+
 # ---------------------------------------------------------------- metrics / model helpers
 def test_metrics_from_log_takes_the_last_metrics_line():
     lines = ["METRICS {\"img_per_sec_total\": 1.0}", "noise",
