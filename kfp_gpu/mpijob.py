@@ -284,8 +284,8 @@ class MPIJobOptions:
         env: extra environment for the ranks (name -> value), forwarded with ``-x``.
         tolerations: extra tolerations for Workers (Kubernetes Toleration dicts).
         node_selector: extra node selector for Workers.
-        worker_cpu / worker_memory: CPU / memory requests (= limits) per Worker; empty =
-            none.
+        worker_cpu / worker_memory: CPU / memory requests per Worker; empty = none.
+        worker_cpu_limit / worker_memory_limit: their limits; empty = the request.
         launcher_cpu / launcher_memory: requests (= limits) of the Launcher.
         shm_size: ``sizeLimit`` of the Memory-backed ``/dev/shm`` emptyDir; empty = none.
         worker_command: command of the Worker container (``sshd`` in the foreground;
@@ -334,6 +334,8 @@ class MPIJobOptions:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     worker_cpu: str = ""
     worker_memory: str = ""
+    worker_cpu_limit: str = ""
+    worker_memory_limit: str = ""
     launcher_cpu: str = "500m"
     launcher_memory: str = "512Mi"
     shm_size: str = ""
@@ -421,8 +423,8 @@ class MPIJobOptions:
             if not _ENV_NAME.match(k) or not isinstance(v, str):
                 raise ValueError(f"invalid env entry {k!r}={v!r}: accepted are C identifiers "
                                  "mapped to strings")
-        for key in ("worker_cpu", "worker_memory", "launcher_cpu", "launcher_memory",
-                    "shm_size"):
+        for key in ("worker_cpu", "worker_memory", "worker_cpu_limit", "worker_memory_limit",
+                    "launcher_cpu", "launcher_memory", "shm_size"):
             value = getattr(self, key)
             if value and not _QUANTITY.match(value):
                 raise ValueError(f"invalid {key} {value!r}: accepted are Kubernetes quantities "
@@ -618,10 +620,11 @@ def worker_template(opts: MPIJobOptions) -> dict:
     frag = _pod_fragment(opts.gpu_request())
     limits = dict(frag["resources"]["limits"])
     requests = dict(frag["resources"]["requests"])
-    for key, value in (("cpu", opts.worker_cpu), ("memory", opts.worker_memory)):
-        if value:
-            limits.setdefault(key, value)
-            requests.setdefault(key, value)
+    for key, value, limit in (("cpu", opts.worker_cpu, opts.worker_cpu_limit),
+                              ("memory", opts.worker_memory, opts.worker_memory_limit)):
+        if value or limit:
+            limits.setdefault(key, limit or value)
+            requests.setdefault(key, value or limit)
     if opts.rdma:
         # Extended resources: request must equal limit (Kubernetes rule).
         limits[opts.rdma_resource] = str(opts.rdma_count)

@@ -456,3 +456,26 @@ def test_pvc_mounts_from_task_config():
         tj.pvc_mounts([], [{"name": "ghost", "mountPath": "/x"}])
     with pytest.raises(ValueError, match="mount_path"):
         tj.pvc_mounts(cfg.volumes, [{"name": CLAIM, "mountPath": "relative"}])
+
+
+def test_worker_cpu_memory_requests_and_limits_stay_separate():
+    cfg = dsl.TaskConfig(resources={"requests": {"cpu": "4", "memory": "16Gi"},
+                                    "limits": {"cpu": "32", "memory": "64Gi",
+                                               "nvidia.com/gpu": "8"}})
+    s = tj.worker_settings(cfg)
+    opts = tj.job_options(name="resnet-res", namespace="ml", image="h:1", args=["--x"],
+                          workers=2, settings=s, rdma=False, rdma_resource="rdma/rdma_shared_device_a",
+                          multus_networks="",
+                          nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
+                          shm_size="", run_id="r", task_name="t")
+    worker = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    res = worker["spec"]["containers"][0]["resources"]
+    assert res["requests"]["cpu"] == "4" and res["limits"]["cpu"] == "32"
+    assert res["requests"]["memory"] == "16Gi" and res["limits"]["memory"] == "64Gi"
+    assert res["limits"]["nvidia.com/gpu"] == "8"
+    kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
+                                  "metadata": {"name": "t"}, "template": worker},
+                                 "1.30.0", strict=True)
+    # only a limit: the request follows it (as Kubernetes defaults it)
+    only = tj.worker_settings(dsl.TaskConfig(resources={"limits": {"cpu": "32"}}))
+    assert (only["worker_cpu"], only["worker_cpu_limit"]) == ("32", "32")

@@ -176,22 +176,26 @@ def resolve_work_dir(work_dir: str, model_uri: str, mounts: Sequence, default_na
 def worker_settings(task_config) -> dict:
     """MPIJob Worker settings from a ``dsl.TaskConfig`` (or None): a dict with ``gpu``
     (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
-    with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (quantities or
-    ""), ``volumes`` (tuple of ``kfp_gpu.mpijob.PvcMount``, :func:`pvc_mounts`).
+    with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
+    limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
+    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of ``kfp_gpu.mpijob.PvcMount``, :func:`pvc_mounts`).
     """
     if task_config is None:
         return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {},
-                "worker_cpu": "", "worker_memory": "", "volumes": ()}
+                "worker_cpu": "", "worker_memory": "", "worker_cpu_limit": "",
+                "worker_memory_limit": "", "volumes": ()}
     res = task_config.resources or {}
-    limits = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+    requests, limits = res.get("requests") or {}, res.get("limits") or {}
     return {
         "gpu": gpu_from_resources(res),
         "tolerations": list(task_config.tolerations or []),
         "node_selector": dict(task_config.node_selector or {}),
         "env": {e["name"]: str(e["value"]) for e in (task_config.env or [])
                 if "value" in e and e.get("name")},
-        "worker_cpu": str(limits.get("cpu", "")),
-        "worker_memory": str(limits.get("memory", "")),
+        "worker_cpu": str(requests.get("cpu", limits.get("cpu", ""))),
+        "worker_memory": str(requests.get("memory", limits.get("memory", ""))),
+        "worker_cpu_limit": str(limits.get("cpu", "")),
+        "worker_memory_limit": str(limits.get("memory", "")),
         "volumes": pvc_mounts(task_config.volumes, task_config.volume_mounts),
     }
 
@@ -317,7 +321,9 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
         nccl_net_gdr_level=nccl_net_gdr_level, nccl_socket_ifname=nccl_socket_ifname,
         env=dict(settings["env"]), tolerations=list(settings["tolerations"]),
         node_selector=dict(settings["node_selector"]), worker_cpu=settings["worker_cpu"],
-        worker_memory=settings["worker_memory"], shm_size=shm_size, run_id=run_id,
+        worker_memory=settings["worker_memory"],
+        worker_cpu_limit=settings.get("worker_cpu_limit", ""),
+        worker_memory_limit=settings.get("worker_memory_limit", ""), shm_size=shm_size, run_id=run_id,
         task_name=task_name, volumes=tuple(settings.get("volumes") or ()),
         fs_group=mpijob.MPI_USER_ID if settings.get("volumes") else None)
     return opts.validate()
