@@ -112,6 +112,8 @@ ROOT_SSH = {"run_as_user": None, "run_as_group": None, "ssh_auth_mount_path": "/
 BASE_FORWARDED_ENV = ("LD_LIBRARY_PATH", "PATH")
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+#: Service names (the MPI Operator creates a Service named after the MPIJob).
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _RDMA_RESOURCE = re.compile(r"^rdma/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -143,22 +145,26 @@ def job_name(run_id: str, task_name: str, prefix: str = "mpijob") -> str:
         raise ValueError("job_name needs a non-empty run_id and task_name")
     digest = hashlib.sha256(f"{run_id}/{task_name}".encode()).hexdigest()[:10]
     clean = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")[:24].strip("-") or "mpijob"
+    if not clean[0].isalpha():  # DNS-1035: the operator's Service takes the job's name
+        clean = f"mpijob-{clean}"[:24].strip("-")
     return f"{clean}-{digest}"
 
 
 def check_name(name: str, workers: int = 1) -> str:
     """Return ``name`` if it is a usable MPIJob name, else raise ``ValueError``.
 
-    Usable: a DNS-1123 label of at most :data:`MAX_NAME_LEN` characters such that the pod
+    Usable: a DNS-1035 label (starts with a letter: the MPI Operator creates a Service
+    named after the MPIJob) of at most :data:`MAX_NAME_LEN` characters such that the pod
     hostnames ``<name>-launcher`` and ``<name>-worker-<workers-1>`` are DNS-1123 labels.
     """
     longest = f"{name}-worker-{max(workers, 1) - 1}"
-    if (not _DNS1123_LABEL.match(name or "") or len(name) > MAX_NAME_LEN
+    if (not _DNS1035_LABEL.match(name or "") or len(name) > MAX_NAME_LEN
             or len(longest) > 63 or len(f"{name}-launcher") > 63):
         raise ValueError(
-            f"invalid MPIJob name {name!r}: accepted are DNS-1123 labels (lower-case "
-            f"letters, digits, '-', starting and ending alphanumeric) of at most "
-            f"{MAX_NAME_LEN} characters; use kfp_gpu.mpijob.job_name(run_id, task_name)")
+            f"invalid MPIJob name {name!r}: accepted are DNS-1035 labels (lower-case "
+            f"letters, digits, '-', starting with a letter and ending alphanumeric: the MPI "
+            f"Operator names a Service after the job) of at most {MAX_NAME_LEN} characters; "
+            "use kfp_gpu.mpijob.job_name(run_id, task_name)")
     return name
 
 

@@ -226,10 +226,17 @@ def test_names_are_deterministic_dns_labels():
     assert len(f"{long}-worker-999") <= 63
 
 
-@pytest.mark.parametrize("bad", ["Upper", "under_score", "-lead", "trail-", "", "a" * 41])
+@pytest.mark.parametrize("bad", ["Upper", "under_score", "-lead", "trail-", "", "a" * 41,
+                                 "1lead", "0-resnet"])
 def test_bad_names_are_refused(bad):
-    with pytest.raises(ValueError, match="DNS-1123"):
+    with pytest.raises(ValueError, match="DNS-1035.*starting with a letter"):
         mpijob.build(options(name=bad))
+
+
+def test_job_name_starts_with_a_letter_whatever_the_prefix():
+    for prefix in ("8bit", "-9", "resnet", ""):
+        name = mpijob.job_name("run", "task", prefix=prefix)
+        assert name[0].isalpha() and mpijob.check_name(name) == name
 
 
 @pytest.mark.parametrize("field,value,accepted", [

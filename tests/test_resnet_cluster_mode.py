@@ -479,3 +479,10 @@ def test_worker_cpu_memory_requests_and_limits_stay_separate():
     # only a limit: the request follows it (as Kubernetes defaults it)
     only = tj.worker_settings(dsl.TaskConfig(resources={"limits": {"cpu": "32"}}))
     assert (only["worker_cpu"], only["worker_cpu_limit"]) == ("32", "32")
+
+
+def test_scaling_efficiency_is_skipped_without_a_total():
+    got = tj.kfp_scalar_metrics({"world_size": 2, "img_per_sec_per_gpu": 10.0}, 5.0)
+    assert "scaling_efficiency" not in got and got["world_size"] == 2.0
+    got = tj.kfp_scalar_metrics({"world_size": 2, "img_per_sec_total": 8.0}, 5.0)
+    assert got["scaling_efficiency"] == pytest.approx(8.0 / 10.0)

@@ -411,7 +411,7 @@ def kfp_scalar_metrics(metrics: Mapping, single_img_per_sec: float = 0.0) -> dic
             "test_accuracy", "global_step", "epochs_run", "parameters", "weights_sum_spread")
     out = {k: float(metrics[k]) for k in keys if isinstance(metrics.get(k), (int, float))}
     out["weights_identical"] = 1.0 if metrics.get("weights_identical") else 0.0
-    if single_img_per_sec > 0 and out.get("world_size"):
+    if single_img_per_sec > 0 and out.get("world_size") and "img_per_sec_total" in out:
         out["scaling_efficiency"] = out["img_per_sec_total"] / (
             out["world_size"] * single_img_per_sec)
     return out
