@@ -138,6 +138,8 @@ def test_horovod_build_settings():
         _pyproject()["project"]["optional-dependencies"]["train"], "mpi4py")
     assert re.search(r"HOROVOD_GPU_OPERATIONS=NCCL\b", text)
     assert re.search(r"HOROVOD_WITH_MPI=1\b", text)
+    # Horovod's CUDA kernels for V100/A100/H100 (no GPU at build time to detect it)
+    assert re.search(r"HOROVOD_BUILD_CUDA_CC_LIST=70,80,90\b", text)
     for pkg in ("openssh-server", "openmpi-bin", "rdma-core", "ibverbs-providers"):
         assert re.search(rf"\b{pkg}=\S+", text), f"{pkg} missing or unpinned"
     # The MPI Operator mounts .ssh from a Secret: no known_hosts writes, no StrictModes.
