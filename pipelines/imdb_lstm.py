@@ -7,30 +7,19 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 """
 
 
-from typing import NamedTuple
-
 from kfp import dsl
-from kfp.dsl import Metrics, Model
 
 from kfp_gpu import gpu as gpu_request
 from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
 from kfp_gpu.components.prep_text.component import prep_text
 from kfp_gpu.components.train_text_classifier.component import train_text_classifier
+from kfp_gpu.pipelines.outputs import TrainingOutputs
 
 NAME = "imdb-lstm"
 DEFAULT_GPU = "gpu:1"
 #: CPU/memory for the training task: the input pipeline and Python need ~2 cores; the
 #: full 25k x 80 dataset is ~8 MB, the model ~3 M parameters.
 TRAIN_CPU, TRAIN_MEMORY = "4", "8G"
-
-
-class TrainingOutputs(NamedTuple):
-    """The pipeline's outputs: the trained Model, training and evaluation Metrics, the gate."""
-
-    model: Model
-    train_metrics: Metrics
-    eval_metrics: Metrics
-    passed: bool
 
 
 def build(gpu: str = DEFAULT_GPU):

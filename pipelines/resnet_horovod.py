@@ -9,27 +9,16 @@ task's own pod (the MPIJob launcher client) gets no GPU. Under ``kfp.local`` the
 trainer runs with ``mpirun -np 2`` on CPU.
 """
 
-from typing import NamedTuple
-
 from kfp import dsl
-from kfp.dsl import Metrics, Model
 
 from kfp_gpu import gpu as gpu_request
 from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
+from kfp_gpu.pipelines.outputs import TrainingOutputs
 
 NAME = "resnet-horovod"
 DEFAULT_GPU = "gpu:8"
-
-
-class TrainingOutputs(NamedTuple):
-    """The pipeline's outputs: the trained Model, training and evaluation Metrics, the gate."""
-
-    model: Model
-    train_metrics: Metrics
-    eval_metrics: Metrics
-    passed: bool
 
 
 def build(gpu: str = DEFAULT_GPU):
