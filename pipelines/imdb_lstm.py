@@ -10,10 +10,9 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 from kfp import dsl
 
 from kfp_gpu import gpu as gpu_request
-from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
 from kfp_gpu.components.prep_text.component import prep_text
 from kfp_gpu.components.train_text_classifier.component import train_text_classifier
-from kfp_gpu.pipelines.outputs import TrainingOutputs
+from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
 
 NAME = "imdb-lstm"
 DEFAULT_GPU = "gpu:1"
@@ -63,10 +62,6 @@ def build(gpu: str = DEFAULT_GPU):
         train.set_display_name("train-lstm").set_cpu_request(TRAIN_CPU)
         train.set_memory_request(TRAIN_MEMORY).set_memory_limit(TRAIN_MEMORY)
         request.apply_to_task(train)
-        ev = evaluate_classifier(model=train.outputs["model"], test_data=prep.outputs["test_data"],
-                                 accuracy_threshold=accuracy_threshold)
-        ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")
-        return TrainingOutputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
-                       eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"])
+        return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold)
 
     return imdb_lstm

@@ -12,10 +12,9 @@ trainer runs with ``mpirun -np 2`` on CPU.
 from kfp import dsl
 
 from kfp_gpu import gpu as gpu_request
-from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
-from kfp_gpu.pipelines.outputs import TrainingOutputs
+from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
 
 NAME = "resnet-horovod"
 DEFAULT_GPU = "gpu:8"
@@ -78,10 +77,6 @@ def build(gpu: str = DEFAULT_GPU):
         # Passed through to the MPIJob Workers (task_config), not applied to this pod.
         request.apply_to_task(train)
         train.set_caching_options(False)
-        ev = evaluate_classifier(model=train.outputs["model"], test_data=prep.outputs["test_data"],
-                                 accuracy_threshold=accuracy_threshold)
-        ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")
-        return TrainingOutputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
-                       eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"])
+        return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold)
 
     return resnet_horovod
