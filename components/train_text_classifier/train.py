@@ -16,125 +16,21 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from kfp_gpu import datasets, storage
+from kfp_gpu.training.text_model import (  # noqa: F401  (re-exported)
+    CUDNN_REQUIREMENTS,
+    TrainConfig,
+    build_model,
+    check_cudnn_eligible,
+    cudnn_violations,
+)
 
 log = logging.getLogger(__name__)
 
 MODEL_FILE = "model.keras"
-#: Settings the cuDNN LSTM kernel requires, with the reason shown when one is violated.
-CUDNN_REQUIREMENTS = {
-    "activation": ("tanh", "the cuDNN kernel implements tanh only"),
-    "recurrent_activation": ("sigmoid", "the cuDNN kernel implements sigmoid gates only"),
-    "recurrent_dropout": (0.0, ("dropout on the recurrent state is not in the cuDNN kernel; "
-                                "use dropout= (input dropout) instead, which keeps cuDNN")),
-    "unroll": (False, "an unrolled LSTM is built from generic ops"),
-    "use_bias": (True, "the cuDNN kernel always has biases"),
-}
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyper-parameters of the IMDB LSTM classifier (defaults: the seed article's).
-
-    Attributes:
-        epochs: passes over the training set (int >= 1).
-        batch_size: examples per step (int >= 1), 32 as in the article.
-        embedding_dim: Embedding output width.
-        lstm_units: LSTM state size.
-        dropout: LSTM input dropout in [0, 1) (keeps cuDNN eligibility).
-        recurrent_dropout, activation, recurrent_activation, unroll, use_bias: LSTM
-            arguments; values other than CUDNN_REQUIREMENTS are refused unless
-            ``allow_generic_kernel``.
-        learning_rate: Adam learning rate.
-        seed: seed for weights, shuffling and dropout.
-        mixed_precision: ``mixed_float16`` compute (for GPUs with tensor cores).
-        allow_generic_kernel: accept a cuDNN-ineligible LSTM (benchmarks only), with a
-            warning and ``cudnn_eligible = 0`` in the metrics.
-    """
-
-    epochs: int = 2
-    batch_size: int = 32
-    embedding_dim: int = 128
-    lstm_units: int = 128
-    dropout: float = 0.0
-    recurrent_dropout: float = 0.0
-    activation: str = "tanh"
-    recurrent_activation: str = "sigmoid"
-    unroll: bool = False
-    use_bias: bool = True
-    learning_rate: float = 1e-3
-    seed: int = 42
-    mixed_precision: bool = False
-    allow_generic_kernel: bool = False
-
-    def validate(self) -> None:
-        """Raise ValueError naming the bad value and the accepted range."""
-        for name in ("epochs", "batch_size", "embedding_dim", "lstm_units"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not 0.0 <= self.recurrent_dropout < 1.0:
-            raise ValueError(f"recurrent_dropout must be in [0, 1), got {self.recurrent_dropout}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if not self.allow_generic_kernel:
-            check_cudnn_eligible(self)
-
-
-def cudnn_violations(cfg: TrainConfig) -> list[str]:
-    """Human-readable reasons ``cfg`` would run the generic LSTM kernel ([] if none)."""
-    out = []
-    for name, (required, why) in CUDNN_REQUIREMENTS.items():
-        value = getattr(cfg, name)
-        if value != required:
-            out.append(f"{name}={value!r} (cuDNN needs {required!r}: {why})")
-    return out
-
-
-def check_cudnn_eligible(cfg: TrainConfig) -> None:
-    """Refuse LSTM settings that make Keras fall back from cuDNN to the generic kernel.
-
-    Raises:
-        ValueError: listing each offending setting, the value cuDNN needs and why.
-    """
-    bad = cudnn_violations(cfg)
-    if bad:
-        raise ValueError(
-            "LSTM settings would silently leave the cuDNN kernel (about 10x slower on a GPU): "
-            + "; ".join(bad)
-            + ". Fix them, or set allow_generic_kernel=True to accept the generic kernel.")
-
-
-def build_model(cfg: TrainConfig, vocab_size: int, maxlen: int):
-    """Embedding(vocab_size, embedding_dim) -> LSTM(lstm_units) -> Dense(1, sigmoid).
-
-    Input: int32 ``[batch, maxlen]`` token ids; output: float32 ``[batch, 1]``
-    probability of the positive class. Compiled with Adam and binary cross-entropy.
-    """
-    import keras
-    import tensorflow as tf
-
-    on_gpu = bool(tf.config.list_logical_devices("GPU"))
-    eligible = not cudnn_violations(cfg)
-    inputs = keras.Input(shape=(maxlen,), dtype="int32", name="token_ids")
-    x = keras.layers.Embedding(vocab_size, cfg.embedding_dim, name="embedding")(inputs)
-    x = keras.layers.LSTM(
-        cfg.lstm_units, dropout=cfg.dropout, recurrent_dropout=cfg.recurrent_dropout,
-        activation=cfg.activation, recurrent_activation=cfg.recurrent_activation,
-        unroll=cfg.unroll, use_bias=cfg.use_bias, seed=cfg.seed,
-        # On a GPU an eligible layer is pinned to cuDNN, so Keras raises rather than
-        # falling back silently; "auto" elsewhere (CPU has no cuDNN).
-        use_cudnn=True if (on_gpu and eligible) else "auto", name="lstm")(x)
-    outputs = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(x)
-    model = keras.Model(inputs, outputs, name="imdb_lstm")
-    model.compile(optimizer=keras.optimizers.Adam(cfg.learning_rate),
-                  loss="binary_crossentropy", metrics=["accuracy"])
-    return model
 
 
 def input_pipeline(ds, batch_size: int, *, shuffle: bool, seed: int, rows: int):

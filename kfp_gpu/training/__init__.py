@@ -1,0 +1,1 @@
+"""Keras models, input pipelines and the Horovod trainer."""
