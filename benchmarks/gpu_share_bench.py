@@ -5,7 +5,7 @@ What it measures (GPU only; one command, see docs/gpu-sharing.md):
     python benchmarks/gpu_share_bench.py --k 4 8 --out bench_gpu_share.json
 
 For each K it starts K worker processes at once on GPU 0. Each worker gets the environment a
-``fraction:1/K`` request sets (kfp_gpu.gpu), calls ``kfp_gpu.device.apply_gpu_share()``
+``fraction:1/K`` request sets (kfp_gpu.gpu), calls ``kfp_gpu.gpu.memory_cap.apply_gpu_share()``
 (TensorFlow logical-device ``memory_limit`` = floor(total/K) MiB) and trains the IMDB model
 of this suite (Embedding -> cuDNN LSTM(128) -> Dense(sigmoid), maxlen 80, vocabulary 20000;
 synthetic token ids, so no data download) for ``--seconds`` after a warm-up, behind a
@@ -38,9 +38,9 @@ VOCAB, MAXLEN = 20000, 80
 
 def worker(args) -> None:
     """One process: cap, build, barrier, train for a fixed time, print a JSON line."""
-    from kfp_gpu import device
+    from kfp_gpu.gpu import memory_cap
 
-    cap = device.apply_gpu_share()
+    cap = memory_cap.apply_gpu_share()
     import numpy as np
     import tensorflow as tf
 

@@ -94,8 +94,8 @@ def ours(train_path: str, x_test, y_test, work: Path, tag: str) -> dict:
 
 def post_padded(out: str, source: str, rows: int) -> None:
     """Re-vectorise with TextVectorization's own padding (first MAXLEN tokens, zeros after)."""
-    from kfp_gpu import datasets
     from kfp_gpu.components.prep_text import prep
+    from kfp_gpu.training import datasets
 
     df = prep.read_table(source)
     train, test = prep.to_splits(df, text_column="review", label_column="sentiment",
@@ -124,7 +124,7 @@ import time, json
 t0 = time.perf_counter()
 from kfp_gpu.components.prep_text import prep
 from kfp_gpu.components.train_text_classifier import train as t
-from kfp_gpu.components.evaluate_classifier import evaluate as ev
+from kfp_gpu.components.shared import evaluate as ev
 w = {str(work / 'direct')!r}
 prep.run(source={source!r}, train_path=w + '/train', test_path=w + '/test',
          vocabulary_path=w + '/vocab', max_rows_per_split={rows})
@@ -183,8 +183,8 @@ def main() -> None:
     ap.add_argument("--chart", default="docs/benchmarks/imdb_lstm.png")
     args = ap.parse_args()
     source = str(Path(args.data_dir).resolve() / "imdb" / "imdb_50k.csv.gz")
-    from kfp_gpu import datasets
     from kfp_gpu.components.prep_text import prep
+    from kfp_gpu.training import datasets
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

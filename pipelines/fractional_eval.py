@@ -4,7 +4,7 @@ importer(model), importer(test_data) -> plan_shards (K) -> dsl.ParallelFor over 
 indices: evaluate_shard on a fractional GPU (default ``fraction:1/K``, i.e. K tasks fill one
 GPU) -> combine_shards over ``dsl.Collected`` predictions: the metrics of the whole set,
 equal to one evaluate_classifier pass over it. Each shard task caps TensorFlow's GPU memory
-to its share (kfp_gpu.device.apply_gpu_share), so co-located shards do not overflow the GPU.
+to its share (kfp_gpu.gpu.memory_cap.apply_gpu_share), so co-located shards do not overflow the GPU.
 
 The GPU request is chosen at compile time (``build(gpu=...)``, ``kfp-gpu compile --gpu``):
 ``fraction:F`` / ``gpu-memory:MiB`` (KAI Scheduler / Run:ai), ``metagpu:U``, ``mig:PROFILE``,

@@ -3,8 +3,9 @@
 import pytest
 from typer.testing import CliRunner
 
-from kfp_gpu import catalog, local_run
+from kfp_gpu.build import registry
 from kfp_gpu.cli import app
+from kfp_gpu.cluster import local_run
 
 runner = CliRunner()
 
@@ -41,7 +42,7 @@ def test_bad_invocations_fail_with_a_clear_error(args, msg):
 
 
 def test_typed_params_follow_the_pipeline_signature():
-    pipeline = catalog.resolve(catalog.PIPELINES["imdb-lstm"])()
+    pipeline = registry.resolve(registry.PIPELINES["imdb-lstm"])()
     typed = local_run.typed_params(pipeline, {"epochs": "3", "dropout": "0.2",
                                               "mixed_precision": "yes", "source": "x.csv"})
     assert typed == {"epochs": 3, "dropout": 0.2, "mixed_precision": True, "source": "x.csv"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kfp_gpu import catalog
-from kfp_gpu import compile as comp
+from kfp_gpu.build import compile as comp
+from kfp_gpu.build import registry
 from tests import ir
 
 TARGETS = comp.targets()
@@ -74,12 +74,12 @@ def test_compile_with_another_gpu_and_registry(tmp_path, monkeypatch):
 
 
 def test_catalog_entries_resolve():
-    for ref in {**catalog.COMPONENTS, **catalog.PIPELINES}.values():
-        assert callable(catalog.resolve(ref))
+    for ref in {**registry.COMPONENTS, **registry.PIPELINES}.values():
+        assert callable(registry.resolve(ref))
 
 
 def test_train_resnet_mpijob_runs_on_the_trainer_image():
-    # Cluster mode stages the Datasets (kfp_gpu.datasets.load_arrays imports TensorFlow),
+    # Cluster mode stages the Datasets (kfp_gpu.training.datasets.load_arrays imports TensorFlow),
     # and the launcher image has no TensorFlow (its Dockerfile asserts that): the
     # component must run on the trainer image (TF + kfp-gpu + kubernetes client).
     for name in ("train_resnet_mpijob", "resnet-horovod"):
@@ -92,6 +92,6 @@ def test_train_resnet_mpijob_runs_on_the_trainer_image():
 def test_doctor_still_sees_the_mpijob_in_the_resnet_pipeline():
     import yaml
 
-    from kfp_gpu import doctor
+    from kfp_gpu.cluster import doctor
     path = comp.targets(only="resnet-horovod")[0].path
     assert doctor.needs_from_pipeline(list(yaml.safe_load_all(path.read_text()))).mpi

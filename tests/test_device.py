@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from kfp_gpu import device, gpu
+from kfp_gpu import gpu
+from kfp_gpu.gpu import memory_cap
 
 TOTAL = 81559  # MiB, an H100 80GB HBM3 as nvidia-smi reports it
 
@@ -34,7 +35,7 @@ TOTAL = 81559  # MiB, an H100 80GB HBM3 as nvidia-smi reports it
 ])
 def test_limit_for_every_kind(text, total, limit):
     env = gpu.parse(text).env()
-    p = device.plan(env, total)
+    p = memory_cap.plan(env, total)
     assert p["limit_mib"] == limit, p["reason"]
     assert p["kind"] == gpu.parse(text).kind
     if limit is not None:
@@ -42,19 +43,19 @@ def test_limit_for_every_kind(text, total, limit):
 
 
 def test_share_rounds_down_and_reserve_is_subtracted():
-    assert device.memory_limit_mib("fraction", 1 / 3, None, 1000) == (
+    assert memory_cap.memory_limit_mib("fraction", 1 / 3, None, 1000) == (
         333, "fraction: share 0.333333 of 1000 MiB")
-    limit, reason = device.memory_limit_mib("fraction", 0.5, None, 1000, reserve_mib=100)
+    limit, reason = memory_cap.memory_limit_mib("fraction", 0.5, None, 1000, reserve_mib=100)
     assert limit == 400 and "100 MiB reserve" in reason
-    env = {**gpu.parse("fraction:0.5").env(), device.RESERVE_ENV: "256"}
-    assert device.plan(env, 16384)["limit_mib"] == 8192 - 256
+    env = {**gpu.parse("fraction:0.5").env(), memory_cap.RESERVE_ENV: "256"}
+    assert memory_cap.plan(env, 16384)["limit_mib"] == 8192 - 256
 
 
 def test_share_without_total_is_not_capped_and_says_why():
-    limit, reason = device.memory_limit_mib("fraction", 0.5, None, None)
-    assert limit is None and device.TOTAL_ENV in reason
+    limit, reason = memory_cap.memory_limit_mib("fraction", 0.5, None, None)
+    assert limit is None and memory_cap.TOTAL_ENV in reason
     # an absolute cap needs no total
-    assert device.memory_limit_mib("gpu-memory", 1.0, 4096, None)[0] == 4096
+    assert memory_cap.memory_limit_mib("gpu-memory", 1.0, 4096, None)[0] == 4096
 
 
 @pytest.mark.parametrize("env, needle", [
@@ -65,15 +66,15 @@ def test_share_without_total_is_not_capped_and_says_why():
 ])
 def test_malformed_environment_is_refused(env, needle):
     with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace(")", r"\)")):
-        device.plan(env, TOTAL)
+        memory_cap.plan(env, TOTAL)
 
 
 def test_total_memory_from_declared_env():
-    assert device.total_memory_mib({device.TOTAL_ENV: "40960"}) == [40960]
+    assert memory_cap.total_memory_mib({memory_cap.TOTAL_ENV: "40960"}) == [40960]
 
 
 def test_import_does_not_pull_tensorflow():
-    code = "import sys, kfp_gpu.device, kfp_gpu.gpu; print('tensorflow' in sys.modules)"
+    code = "import sys, kfp_gpu.gpu.memory_cap, kfp_gpu.gpu; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
@@ -81,9 +82,9 @@ def test_import_does_not_pull_tensorflow():
 
 def test_apply_gpu_share_is_a_logged_noop_on_cpu(caplog):
     """Real TensorFlow on this CPU machine: no GPU, nothing applied, the reason logged."""
-    env = {**gpu.parse("fraction:0.25").env(), device.TOTAL_ENV: "16384"}
-    with caplog.at_level("INFO", logger="kfp_gpu.device"):
-        r = device.apply_gpu_share(env)
+    env = {**gpu.parse("fraction:0.25").env(), memory_cap.TOTAL_ENV: "16384"}
+    with caplog.at_level("INFO", logger="kfp_gpu.gpu.memory_cap"):
+        r = memory_cap.apply_gpu_share(env)
     assert r["gpus"] == 0 and r["applied"] is False
     assert r["kind"] == "fraction" and r["share"] == 0.25
     assert "no GPU visible" in r["reason"]
@@ -106,21 +107,21 @@ def test_apply_gpu_share_sets_logical_device_limit_per_gpu(monkeypatch):
                         lambda kind=None: fake if kind == "GPU" else [])
     monkeypatch.setattr(tf.config, "set_logical_device_configuration",
                         lambda dev, cfgs: calls.append((dev.name, [c.memory_limit for c in cfgs])))
-    env = {**gpu.parse("metagpu:25").env(), device.TOTAL_ENV: "40000"}
-    r = device.apply_gpu_share(env)
+    env = {**gpu.parse("metagpu:25").env(), memory_cap.TOTAL_ENV: "40000"}
+    r = memory_cap.apply_gpu_share(env)
     assert r["applied"] is True and r["limit_mib"] == 10000 and r["gpus"] == 2
     assert calls == [("/physical_device:GPU:0", [10000]), ("/physical_device:GPU:1", [10000])]
     calls.clear()
-    r = device.apply_gpu_share({**gpu.parse("gpu:2").env(), device.TOTAL_ENV: "40000"})
+    r = memory_cap.apply_gpu_share({**gpu.parse("gpu:2").env(), memory_cap.TOTAL_ENV: "40000"})
     assert r["applied"] is False and calls == []
 
 
 def test_horovod_rank_caps_only_its_pinned_gpu(monkeypatch):
-    """A Horovod rank (kfp_gpu.horovod_train._setup_devices) pins GPU local_rank and caps
+    """A Horovod rank (kfp_gpu.training.horovod_train._setup_devices) pins GPU local_rank and caps
     that one device to a fractional share; with a whole-GPU request it uses memory growth."""
     import tensorflow as tf
 
-    from kfp_gpu import horovod_train
+    from kfp_gpu.training import horovod_train
 
     fake = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(2)]
     calls = []
@@ -138,7 +139,7 @@ def test_horovod_rank_caps_only_its_pinned_gpu(monkeypatch):
         def local_rank():
             return 1
 
-    for key, value in {**gpu.parse("fraction:0.5").env(), device.TOTAL_ENV: "80000"}.items():
+    for key, value in {**gpu.parse("fraction:0.5").env(), memory_cap.TOTAL_ENV: "80000"}.items():
         monkeypatch.setenv(key, value)
     assert horovod_train._setup_devices(Rank1) == "/physical_device:GPU:1"
     assert calls == [("visible", "/physical_device:GPU:1"),
@@ -160,9 +161,9 @@ def test_shared_gpu_without_a_cap_turns_memory_growth_on(monkeypatch):
                         lambda kind=None: fake if kind == "GPU" else [])
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth",
                         lambda dev, on: calls.append((dev.name, on)))
-    r = device.apply_gpu_share({**gpu.parse("shared:1").env(), device.TOTAL_ENV: "80000"})
+    r = memory_cap.apply_gpu_share({**gpu.parse("shared:1").env(), memory_cap.TOTAL_ENV: "80000"})
     assert r["applied"] is False and r.get("memory_growth") is True
     assert calls == [("/physical_device:GPU:0", True)]
     calls.clear()
-    r = device.apply_gpu_share({**gpu.parse("gpu:1").env(), device.TOTAL_ENV: "80000"})
+    r = memory_cap.apply_gpu_share({**gpu.parse("gpu:1").env(), memory_cap.TOTAL_ENV: "80000"})
     assert calls == [] and "memory_growth" not in r  # a whole GPU is this pod's alone

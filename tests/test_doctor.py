@@ -15,7 +15,8 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from kfp_gpu import doctor, gpu
+from kfp_gpu import gpu
+from kfp_gpu.cluster import doctor
 from tests.doubles.k8s_cluster import FakeCluster, kai_queue_crd, mpijob_crd, recorded_nodes
 from tests.doubles.kfp_api import FakeKfp
 

@@ -9,9 +9,9 @@ import pytest
 from kfp import compiler, dsl, local
 from kfp.dsl import Dataset, Metrics, Model
 
-from kfp_gpu.components.evaluate_classifier import evaluate as ev
 from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
-from kfp_gpu.components.evaluate_shard import shards
+from kfp_gpu.components.shared import evaluate as ev
+from kfp_gpu.components.shared import shards
 from kfp_gpu.pipelines import fractional_eval as fe
 from tests import ir
 

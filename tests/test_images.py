@@ -17,7 +17,7 @@ import pytest
 import tomllib
 
 import kfp_gpu
-from kfp_gpu import images
+from kfp_gpu.build import images
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("trainer", "horovod", "launcher")

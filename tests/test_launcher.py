@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from kfp_gpu import launcher, mpijob
+from kfp_gpu.mpi import launcher, mpijob
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 
 REPO = Path(__file__).resolve().parents[1]
@@ -273,7 +273,7 @@ def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
     record = tmp_path / "rec.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.launcher", "--job", str(job_file), "--record",
+        [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
          str(record), "--host", kube.host, "--backoff-initial", "0.01"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[str] = []
@@ -309,7 +309,7 @@ def test_second_sigterm_does_not_stop_the_delete(kube, tmp_path):
     record = tmp_path / "rec.json"
     kube.fail_next(2, 500, method="DELETE")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.launcher", "--job", str(job_file), "--record",
+        [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
          str(record), "--host", kube.host, "--backoff-initial", "0.01"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)
@@ -388,7 +388,7 @@ def test_launch_refuses_a_non_mpijob(kube, tmp_path):
                            "MPI Operator; see docs/distributed.md)")
 def test_e2e_real_cluster(tmp_path):
     """Creates a small MPIJob, follows it to Succeeded, re-attaches, then cleans up."""
-    from kfp_gpu import images
+    from kfp_gpu.build import images
 
     ns = os.environ.get("KFP_GPU_E2E_NAMESPACE", "default")
     program = tuple(shlex.split(os.environ.get(

@@ -150,7 +150,7 @@ def test_rdma_config_and_network():
     cfg = json.loads(cm["data"]["config.json"])
     jsonschema.validate(cfg, schema("rdma-shared-device-plugin-config.schema.json"))
     # The resources the MPIJob builder knows are the ones this config advertises.
-    from kfp_gpu import mpijob
+    from kfp_gpu.mpi import mpijob
     advertised = {f"rdma/{c['resourceName']}" for c in cfg["configList"]}
     assert {mpijob.RDMA_SHARED_DEVICE_A, mpijob.RDMA_HCA_SHARED_DEVICES_A} <= advertised
     (nad,) = [o for o in objs if o["kind"] == "NetworkAttachmentDefinition"]
@@ -192,7 +192,7 @@ def test_rbac_is_the_launcher_role_and_namespaced_only():
     for overlay in OVERLAYS:
         for o in render(overlay):
             assert not o["kind"].startswith("Cluster"), f"{overlay}: {o['kind']} is cluster-wide"
-    from kfp_gpu import doctor
+    from kfp_gpu.cluster import doctor
     assert doctor.LAUNCHER_PERMISSIONS == tuple(
         (g, r, v) for (g, r), verbs in LAUNCHER_RULES.items() for v in sorted(verbs))
     assert {"kind": "ServiceAccount", "name": doctor.DEFAULT_SERVICE_ACCOUNT,
@@ -245,8 +245,8 @@ def test_mpi_operator_is_a_pinned_release():
     m = re.fullmatch(r"github\.com/kubeflow/mpi-operator/manifests/overlays/standalone"
                      r"\?ref=(v\d+\.\d+\.\d+)", refs[0])
     assert m, f"not a pinned upstream release tag: {refs[0]}"
-    from kfp_gpu import doctor
+    from kfp_gpu.cluster import doctor
     assert m.group(1) == doctor.MPI_OPERATOR_RELEASE
     # The release serves the API version the MPIJob builder writes.
-    from kfp_gpu import mpijob
+    from kfp_gpu.mpi import mpijob
     assert mpijob.API_VERSION == f"{doctor.MPIJOB_GROUP}/{doctor.MPIJOB_VERSION}"

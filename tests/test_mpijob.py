@@ -13,7 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kfp_gpu import gpu, mpijob
+from kfp_gpu import gpu
+from kfp_gpu.mpi import mpijob
 
 HERE = Path(__file__).parent
 SCHEMA = json.loads((HERE / "schemas" / "mpijob-v2beta1.schema.json").read_text())

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kfp import components, dsl, local
 
-from kfp_gpu import local_run
-from kfp_gpu.compile import package_dir
+from kfp_gpu.build.compile import package_dir
+from kfp_gpu.cluster import local_run
 
 
 @pytest.mark.slow

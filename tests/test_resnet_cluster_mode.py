@@ -7,10 +7,10 @@ driver hands it with ``task_config_passthroughs``. It stages the Datasets under
 through the real ``kubernetes`` client over HTTP (tests/doubles/k8s_api.py), follows it to
 a terminal condition and produces its outputs. The scripted MPI Operator also plays rank 0
 of the trainer: it reads the posted MPIJob's mpirun argv and writes a real ``model.keras``
-where the trainer would (``kfp_gpu.horovod_train``: ``<output-dir>/model``), and the
+where the trainer would (``kfp_gpu.training.horovod_train``: ``<output-dir>/model``), and the
 launcher pod's log ends with the trainer's ``METRICS {json}`` line.
 
-The only seam replaced is ``kfp_gpu.launcher.api_client`` (in a pod it loads the in-cluster
+The only seam replaced is ``kfp_gpu.mpi.launcher.api_client`` (in a pod it loads the in-cluster
 config): it returns a client for the double.
 """
 
@@ -27,9 +27,10 @@ import numpy as np
 import pytest
 from kfp import dsl
 
-from kfp_gpu import datasets, horovod_train, launcher, mpijob
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
 from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
+from kfp_gpu.mpi import launcher, mpijob
+from kfp_gpu.training import datasets, horovod_train
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 
 NS = "ml"
@@ -69,7 +70,7 @@ TASK_CONFIG = task_config(None)
 
 
 def trainer_metrics_line(world_size: int, batch: int = 32) -> tuple[dict, str]:
-    """Rank 0's metrics as kfp_gpu.horovod_train writes them to ``metrics.json`` (with the
+    """Rank 0's metrics as kfp_gpu.training.horovod_train writes them to ``metrics.json`` (with the
     per-rank ``ranks`` figures) and its METRICS line (``ranks`` left out) with mpirun's
     ``--tag-output`` prefix."""
     rates = [380.0 - 2.5 * r for r in range(world_size)]
@@ -130,7 +131,7 @@ class RankZeroController(ScriptedController):
 
 @pytest.fixture(scope="module")
 def keras_model():
-    from kfp_gpu import resnet_models
+    from kfp_gpu.training import resnet_models
 
     return resnet_models.build("small", (8, 8, 1), 3, blocks=1, width=4, seed=3)
 

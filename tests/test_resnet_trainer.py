@@ -9,9 +9,10 @@ import pytest
 import yaml
 from kfp import dsl
 
-from kfp_gpu import horovod_train as ht
-from kfp_gpu import mpijob, resnet_data
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
+from kfp_gpu.mpi import mpijob
+from kfp_gpu.training import horovod_train as ht
+from kfp_gpu.training import resnet_data
 
 REPO = Path(__file__).resolve().parents[1]
 

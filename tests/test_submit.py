@@ -15,7 +15,8 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from kfp_gpu import catalog, submit
+from kfp_gpu.build import registry
+from kfp_gpu.cluster import submit
 from tests.doubles.kfp_api import FakeKfp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,7 +139,7 @@ def test_forbidden_write_is_reported(monkeypatch, tmp_path):
 def test_bad_input_fails_before_any_request():
     with FakeKfp() as kfp:
         res = cli("no-such-pipeline", "--host", kfp.url)
-        assert res.exit_code == 2 and all(n in res.output for n in catalog.PIPELINES)
+        assert res.exit_code == 2 and all(n in res.output for n in registry.PIPELINES)
         res = cli(PIPELINE, "--host", kfp.url, "--param", "nope=1")
         assert res.exit_code == 2 and "unknown pipeline parameter 'nope'" in res.output
         res = cli(PIPELINE, "--host", kfp.url, "--param", "novalue")
@@ -193,7 +194,7 @@ def test_example_ci_workflow_uses_real_options():
     wf = yaml.safe_load((REPO / "docs" / "ci" / "github-actions.yaml").read_text())
     script = "\n".join(s.get("run", "") for s in wf["jobs"]["run-pipeline"]["steps"])
     script = script.replace("\\\n", " ")
-    from kfp_gpu import doctor
+    from kfp_gpu.cluster import doctor
 
     commands = {"submit": submit.submit_command, "doctor": doctor.doctor_command}
     seen = set()

@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Output
 
-from kfp_gpu import images
+from kfp_gpu.build import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -32,9 +32,9 @@ def combine_shards(
     Raises:
         ValueError: shards missing, overlapping or from another set.
     """
-    from kfp_gpu import datasets
-    from kfp_gpu.components.evaluate_classifier import evaluate as ev
-    from kfp_gpu.components.evaluate_shard import shards
+    from kfp_gpu.components.shared import evaluate as ev
+    from kfp_gpu.components.shared import shards
+    from kfp_gpu.training import datasets
 
     parts = [shards.load_predictions(p.path) for p in shard_predictions]
     y_true, y_score = shards.combine(parts)

@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
-from kfp_gpu import images
+from kfp_gpu.build import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -34,10 +34,10 @@ def evaluate_classifier(
         report: Markdown summary.
         Output (bool): ``accuracy >= accuracy_threshold``.
     """
-    from kfp_gpu import device
-    from kfp_gpu.components.evaluate_classifier import evaluate as ev
+    from kfp_gpu.components.shared import evaluate as ev
+    from kfp_gpu.gpu import memory_cap
 
-    device.apply_gpu_share()
+    memory_cap.apply_gpu_share()
     y_true, y_score = ev.predict(model.path, test_data.path, batch_size)
     n_classes = 2 if y_score.ndim == 1 else y_score.shape[1]
     m = ev.compute_metrics(y_true, y_score, ev.class_names_for(test_data.path, n_classes))

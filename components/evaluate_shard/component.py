@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
-from kfp_gpu import images
+from kfp_gpu.build import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -18,7 +18,7 @@ def evaluate_shard(
 ):
     """Predict rows ``[i*N//K, (i+1)*N//K)`` of ``test_data`` with ``model``.
 
-    Caps TensorFlow's GPU memory to the task's GPU share first (kfp_gpu.device), so K
+    Caps TensorFlow's GPU memory to the task's GPU share first (kfp_gpu.gpu.memory_cap), so K
     shards can share one GPU (e.g. each on ``fraction:1/K``) without overflowing it.
 
     Args:
@@ -31,10 +31,10 @@ def evaluate_shard(
             [n] or [n, C], start, stop, rows) and ``shard.json``.
         shard_metrics: rows, seconds, samples_per_sec, gpu_memory_limit_mib (0 = no cap).
     """
-    from kfp_gpu import device
-    from kfp_gpu.components.evaluate_shard import shards
+    from kfp_gpu.components.shared import shards
+    from kfp_gpu.gpu import memory_cap
 
-    cap = device.apply_gpu_share()
+    cap = memory_cap.apply_gpu_share()
     facts = shards.evaluate_shard(model.path, test_data.path, predictions.path, shard_index,
                                   num_shards, batch_size)
     predictions.metadata.update({k: facts[k] for k in ("index", "start", "stop", "rows")})

@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import Dataset, Input
 
-from kfp_gpu import images
+from kfp_gpu.build import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -11,7 +11,7 @@ def plan_shards(test_data: Input[Dataset], num_shards: int = 4) -> list[int]:
     """Shard indices ``[0, .., K-1]`` for ``K = num_shards`` contiguous shards of a Dataset.
 
     Args:
-        test_data: Dataset (kfp_gpu.datasets directory; only its ``dataset.json`` is read).
+        test_data: Dataset (kfp_gpu.training.datasets directory; only its ``dataset.json`` is read).
         num_shards: K, an integer in 1..rows.
 
     Returns:
@@ -20,7 +20,7 @@ def plan_shards(test_data: Input[Dataset], num_shards: int = 4) -> list[int]:
     Raises:
         ValueError: K outside 1..rows, or an empty Dataset (before any GPU is requested).
     """
-    from kfp_gpu import datasets
-    from kfp_gpu.components.evaluate_shard import shards
+    from kfp_gpu.components.shared import shards
+    from kfp_gpu.training import datasets
 
     return shards.plan(int(datasets.read_meta(test_data.path)["rows"]), num_shards)

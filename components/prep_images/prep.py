@@ -1,7 +1,7 @@
 """prep_images logic: Fashion-MNIST (IDX), an npz file, or synthetic images -> Datasets.
 
-Reading is :func:`kfp_gpu.resnet_data.load_source` (IDX parsed with numpy from the
-``.gz`` files); writing is :func:`kfp_gpu.datasets.save`. Each output Dataset holds
+Reading is :func:`kfp_gpu.training.resnet_data.load_source` (IDX parsed with numpy from the
+``.gz`` files); writing is :func:`kfp_gpu.training.datasets.save`. Each output Dataset holds
 ``(uint8 [H, W, C], int32 label)`` examples; its sidecar (``dataset.json``) adds
 ``num_classes``, ``classes`` (class names, read by evaluate_classifier) and ``source``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kfp_gpu import datasets, resnet_data
+from kfp_gpu.training import datasets, resnet_data
 
 
 def subsample(x: np.ndarray, y: np.ndarray, max_rows: int, seed: int):

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import datasets, storage
+from kfp_gpu import storage
+from kfp_gpu.training import datasets
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +244,7 @@ def run(*, source: str, train_path: str, test_path: str, vocabulary_path: str,
         maxlen: int = 80, seed: int = 42) -> dict:
     """Read, validate, split, tokenise and write the artifacts; returns the statistics.
 
-    Writes ``train_path`` and ``test_path`` (Dataset directories, see kfp_gpu.datasets)
+    Writes ``train_path`` and ``test_path`` (Dataset directories, see kfp_gpu.training.datasets)
     and ``vocabulary_path`` (UTF-8, one token per line, line i = token id i).
 
     Raises:

@@ -3,12 +3,12 @@
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
-from kfp_gpu import images
+from kfp_gpu.build import images
 
 
 @dsl.component(
     # The trainer image (TensorFlow + kfp-gpu + kubernetes client), not the slim launcher
-    # image: cluster mode stages the Datasets (kfp_gpu.datasets.load_arrays imports
+    # image: cluster mode stages the Datasets (kfp_gpu.training.datasets.load_arrays imports
     # TensorFlow) and local mode runs the trainer in this container.
     base_image=images.image(images.TRAINER),
     install_kfp_package=False,
@@ -66,9 +66,9 @@ def train_resnet_mpijob(
 ):
     """Data-parallel ResNet training with Horovod: an MPIJob on a cluster, mpirun locally.
 
-    ``execution``: ``cluster`` builds a ``kubeflow.org/v2beta1`` MPIJob (kfp_gpu.mpijob:
+    ``execution``: ``cluster`` builds a ``kubeflow.org/v2beta1`` MPIJob (kfp_gpu.mpi.mpijob:
     ``workers`` Worker pods x the GPUs each, one rank per GPU) and follows it with
-    kfp_gpu.launcher (record first, re-attach on retry, delete on cancel); ``local`` runs
+    kfp_gpu.mpi.launcher (record first, re-attach on retry, delete on cancel); ``local`` runs
     the same trainer as ``mpirun -np local_processes`` in this container (CPU is fine);
     ``auto`` = cluster inside Kubernetes, local otherwise (kfp.local).
 
@@ -81,7 +81,7 @@ def train_resnet_mpijob(
         epochs, batch_size (per GPU), steps_per_epoch (0 = whole shard), learning_rate
             (per worker; x world size after lr_warmup_steps linear warm-up), optimizer
             (sgd|adam), model_name (small|resnet50), blocks, width, mixed_precision, xla,
-            seed: trainer settings (kfp_gpu.horovod_train).
+            seed: trainer settings (kfp_gpu.training.horovod_train).
         work_dir: cluster: ``gs://`` URI or a path under a PVC mounted on this task with
             ``kfp.kubernetes.mount_pvc`` (passed through: the Workers mount it at the same
             path) where the Workers read the staged data and rank 0 writes model,
@@ -93,7 +93,7 @@ def train_resnet_mpijob(
         image, namespace: MPIJob image (default kfp-gpu-horovod) and namespace (default
             this pod's).
         rdma, rdma_resource, multus_networks, nccl_*, shm_size: Worker networking
-            (kfp_gpu.mpijob.MPIJobOptions).
+            (kfp_gpu.mpi.mpijob.MPIJobOptions).
         single_gpu_img_per_sec: a 1-GPU baseline; adds ``scaling_efficiency``.
         run_id, task_name: make the MPIJob name deterministic per run and task (pass
             ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` / ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``).
@@ -110,13 +110,13 @@ def train_resnet_mpijob(
 
     Raises:
         ValueError: bad settings, before anything is launched.
-        RuntimeError / kfp_gpu.launcher.MPIJobFailed: the training failed.
+        RuntimeError / kfp_gpu.mpi.launcher.MPIJobFailed: the training failed.
     """
     import json
     import logging
 
-    from kfp_gpu import images as imgs
     from kfp_gpu import storage
+    from kfp_gpu.build import images as imgs
     from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -135,7 +135,7 @@ def train_resnet_mpijob(
             {"execution": "local", "processes": local_processes, "args": args}, indent=2))
         result = tj.run_local(args, local_processes, metrics_path)
     else:
-        from kfp_gpu import mpijob as mj
+        from kfp_gpu.mpi import mpijob as mj
 
         settings = tj.worker_settings(task_config)
         name = mj.job_name(run_id or model.uri, task_name, prefix="resnet")

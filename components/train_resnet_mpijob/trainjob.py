@@ -95,7 +95,7 @@ def gpu_from_resources(resources: Mapping | None) -> str:
 
 def pvc_mounts(volumes: Sequence[Mapping] | None,
                volume_mounts: Sequence[Mapping] | None) -> tuple:
-    """The PVC mounts of a task, as ``kfp_gpu.mpijob.PvcMount`` tuples.
+    """The PVC mounts of a task, as ``kfp_gpu.mpi.mpijob.PvcMount`` tuples.
 
     ``volumes`` / ``volume_mounts`` are the task's Kubernetes Volume / VolumeMount lists as
     the KFP driver passes them through (``TaskConfig.volumes`` / ``.volume_mounts``; for
@@ -109,7 +109,7 @@ def pvc_mounts(volumes: Sequence[Mapping] | None,
     Raises:
         ValueError: a mount names no volume in ``volumes``, or a PvcMount is invalid.
     """
-    from kfp_gpu import mpijob
+    from kfp_gpu.mpi import mpijob
 
     by_name = {v.get("name"): v for v in volumes or []}
     out = []
@@ -178,7 +178,7 @@ def worker_settings(task_config) -> dict:
     (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
     with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
     limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
-    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of ``kfp_gpu.mpijob.PvcMount``, :func:`pvc_mounts`).
+    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of ``kfp_gpu.mpi.mpijob.PvcMount``, :func:`pvc_mounts`).
     """
     if task_config is None:
         return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {},
@@ -207,12 +207,12 @@ def trainer_args(data: str, test_data: str, output_dir: str, *, epochs: int, bat
                  checkpoint_dir: str = "") -> list[str]:
     """The ``train-resnet`` flags (argv after the program) for train mode.
 
-    Validates them through :class:`kfp_gpu.horovod_train.TrainConfig` first.
+    Validates them through :class:`kfp_gpu.training.horovod_train.TrainConfig` first.
 
     Raises:
         ValueError: an out-of-range setting (before anything is launched).
     """
-    from kfp_gpu import horovod_train
+    from kfp_gpu.training import horovod_train
 
     horovod_train.TrainConfig(
         mode="train", model=model, data=data, test_data=test_data, batch_size=batch_size,
@@ -263,13 +263,13 @@ def _find_mpirun() -> str:
 def run_local(args: Sequence[str], np_: int, metrics_path: str) -> dict:
     """Run the trainer with ``mpirun -np np_`` on this machine; return rank 0's metrics.
 
-    The program is ``python -m kfp_gpu.horovod_train`` of this interpreter, so the
+    The program is ``python -m kfp_gpu.training.horovod_train`` of this interpreter, so the
     ranks use the same environment as the component.
 
     Raises:
         RuntimeError: mpirun exits non-zero (its last output lines in the message).
     """
-    program = [sys.executable, "-m", "kfp_gpu.horovod_train", *args]
+    program = [sys.executable, "-m", "kfp_gpu.training.horovod_train", *args]
     cmd = mpirun_command(np_, program, _find_mpirun(), as_root=os.geteuid() == 0)
     log.info("running %s", " ".join(cmd))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -286,7 +286,7 @@ def run_local(args: Sequence[str], np_: int, metrics_path: str) -> dict:
 def stage_data(train_path: str, test_path: str, dest: str) -> str:
     """Write the train/test Datasets as one ``.npz`` (x_train, y_train, x_test, y_test) at
     ``dest`` (``gs://`` or a shared-PVC path the Workers see); returns ``dest``."""
-    from kfp_gpu import datasets
+    from kfp_gpu.training import datasets
 
     xtr, ytr = datasets.load_arrays(train_path)
     xte, yte = datasets.load_arrays(test_path)
@@ -301,7 +301,7 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
                 settings: Mapping, rdma: bool, rdma_resource: str, multus_networks: str,
                 nccl_ib_hca: str, nccl_net_gdr_level: str, nccl_socket_ifname: str,
                 shm_size: str, run_id: str, task_name: str, gpu_override: str = ""):
-    """``kfp_gpu.mpijob.MPIJobOptions`` for the trainer, validated.
+    """``kfp_gpu.mpi.mpijob.MPIJobOptions`` for the trainer, validated.
 
     The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
     accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
@@ -311,7 +311,7 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
     Raises:
         ValueError: from ``MPIJobOptions.validate`` (names the field and accepted values).
     """
-    from kfp_gpu import mpijob
+    from kfp_gpu.mpi import mpijob
 
     opts = mpijob.MPIJobOptions(
         name=name, namespace=namespace, image=image,
@@ -377,7 +377,7 @@ def choose_metrics(from_file: Mapping | None, from_log: Mapping | None) -> tuple
 
 
 def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) -> dict:
-    """Launch the MPIJob (kfp_gpu.launcher), then fetch the model and the metrics.
+    """Launch the MPIJob (kfp_gpu.mpi.launcher), then fetch the model and the metrics.
 
     Returns:
         rank 0's metrics: ``<work_dir>/metrics.json`` (with the per-rank ``ranks`` list)
@@ -386,11 +386,12 @@ def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) 
         ``reattached``.
 
     Raises:
-        kfp_gpu.launcher.MPIJobFailed / LaunchCancelled: from the launcher.
+        kfp_gpu.mpi.launcher.MPIJobFailed / LaunchCancelled: from the launcher.
         RuntimeError: no metrics in either place.
         FileNotFoundError: no model under ``<work_dir>/model``.
     """
-    from kfp_gpu import horovod_train, launcher
+    from kfp_gpu.mpi import launcher
+    from kfp_gpu.training import horovod_train
 
     result = launcher.launch(job, record_path)
     metrics, source = choose_metrics(

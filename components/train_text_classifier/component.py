@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
-from kfp_gpu import images
+from kfp_gpu.build import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -32,7 +32,7 @@ def train_text_classifier(
     """Train Embedding -> LSTM -> Dense(sigmoid) on token-id sequences, on one GPU or CPU.
 
     The GPU (whole or a fraction) is requested by the pipeline on this task; the share
-    it was given is applied as a TensorFlow memory cap first (kfp_gpu.device). The LSTM
+    it was given is applied as a TensorFlow memory cap first (kfp_gpu.gpu.memory_cap). The LSTM
     must stay cuDNN-eligible (activation tanh, recurrent_activation sigmoid,
     recurrent_dropout 0, unroll False, use_bias True; Keras' cudnn_ok conditions);
     other values are refused with the reason unless ``allow_generic_kernel``.
@@ -59,8 +59,8 @@ def train_text_classifier(
     """
     import logging
 
-    from kfp_gpu import device
     from kfp_gpu.components.train_text_classifier import train as t
+    from kfp_gpu.gpu import memory_cap
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     cfg = t.TrainConfig(
@@ -70,7 +70,7 @@ def train_text_classifier(
         use_bias=use_bias, learning_rate=learning_rate, seed=seed,
         mixed_precision=mixed_precision, allow_generic_kernel=allow_generic_kernel)
     cfg.validate()
-    applied = device.apply_gpu_share()
+    applied = memory_cap.apply_gpu_share()
     result = t.train(cfg, train_path=train_data.path, model_dir=model.path,
                      checkpoint_dir=checkpoint_dir or model.path.rstrip("/") + ".checkpoints",
                      tensorboard_dir=tensorboard.path)

@@ -19,7 +19,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from kfp_gpu import datasets, storage
+from kfp_gpu import storage
+from kfp_gpu.training import datasets
 from kfp_gpu.training.text_model import (  # noqa: F401  (re-exported)
     CUDNN_REQUIREMENTS,
     TrainConfig,

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kfp_gpu import datasets
 from kfp_gpu.components.prep_text import prep
+from kfp_gpu.training import datasets
 
 POS = ["a wonderful moving film", "great acting and a great story", "i loved it <br />truly"]
 NEG = ["a dull boring mess", "terrible plot and bad acting", "i hated it"]

@@ -52,7 +52,7 @@ def compile_cmd(
     """Compile every component and pipeline to YAML (or --check they are current)."""
     if registry:
         os.environ["KFP_GPU_REGISTRY"] = registry
-    from kfp_gpu import compile as comp
+    from kfp_gpu.build import compile as comp
 
     if check:
         if gpu or output_dir or registry:
@@ -99,7 +99,7 @@ def run_cmd(
     if not local:
         _fail("only --local runs are supported by `run`; to run on a cluster use "
               "`kfp-gpu submit PIPELINE --host URL`")
-    from kfp_gpu import local_run
+    from kfp_gpu.cluster import local_run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
@@ -136,9 +136,9 @@ def _print_summary(s: dict) -> None:
 
 
 # --- registered commands from their own modules (one line each) ---
-app.command("doctor")(__import__("kfp_gpu.doctor", fromlist=["_"]).doctor_command)
-app.command("submit")(__import__("kfp_gpu.submit", fromlist=["_"]).submit_command)
-app.command("train-resnet")(__import__("kfp_gpu.horovod_train", fromlist=["_"]).train_resnet_command)
+app.command("doctor")(__import__("kfp_gpu.cluster.doctor", fromlist=["_"]).doctor_command)
+app.command("submit")(__import__("kfp_gpu.cluster.submit", fromlist=["_"]).submit_command)
+app.command("train-resnet")(__import__("kfp_gpu.training.horovod_train", fromlist=["_"]).train_resnet_command)
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ def test_training_resumes_from_last_checkpoint(tmp_path, imdb_small):
     import keras
     import numpy as np
 
-    from kfp_gpu import datasets
+    from kfp_gpu.training import datasets
 
     cfg1 = t.TrainConfig(epochs=1, embedding_dim=16, lstm_units=8, batch_size=64)
     ckpt = tmp_path / "ckpt"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import datasets
+from kfp_gpu.training import datasets
 
 MODEL_FILE = "model.keras"
 MAX_ROC_POINTS = 201

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from kfp_gpu import datasets
 from kfp_gpu.components.prep_images import prep
+from kfp_gpu.training import datasets
 
 
 def test_fashion_mnist_subset(tmp_path, shared_data):

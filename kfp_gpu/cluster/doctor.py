@@ -595,7 +595,7 @@ def doctor_command(
         if pipeline:
             import yaml
 
-            from kfp_gpu.submit import resolve_pipeline
+            from kfp_gpu.cluster.submit import resolve_pipeline
 
             path, _ = resolve_pipeline(pipeline)
             spec = list(yaml.safe_load_all(Path(path).read_text()))
@@ -608,7 +608,7 @@ def doctor_command(
         typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
 
-    from kfp_gpu.submit import kfp_token
+    from kfp_gpu.cluster.submit import kfp_token
 
     try:
         api = kube_client(kubeconfig, context)

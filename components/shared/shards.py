@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import datasets, storage
+from kfp_gpu import storage
+from kfp_gpu.training import datasets
 
 PREDICTIONS_FILE = "predictions.npz"
 SHARD_META_FILE = "shard.json"
@@ -53,7 +54,7 @@ def predict_range(model_path: str, dataset_path: str, start: int, stop: int,
     conventions: ``y_true`` int32 ``[n]``, ``y_score`` float32 ``[n]`` or ``[n, C]``)."""
     import tensorflow as tf
 
-    from kfp_gpu.components.evaluate_classifier import evaluate as ev
+    from kfp_gpu.components.shared import evaluate as ev
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")

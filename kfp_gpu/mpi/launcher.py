@@ -8,7 +8,7 @@ cancelled), with the official ``kubernetes`` Python client:
 1. **Create or re-attach**: if the record file of an earlier attempt exists and names an
    MPIJob that still exists, re-attach to it; else ``POST`` the MPIJob; ``409
    AlreadyExists`` (a previous attempt created it, names are deterministic per run and
-   task, :func:`kfp_gpu.mpijob.job_name`) -> ``GET`` it. Never a second create.
+   task, :func:`kfp_gpu.mpi.mpijob.job_name`) -> ``GET`` it. Never a second create.
 2. **Record first**: ``{"apiVersion", "kind", "namespace", "name", "uid"}`` is written
    atomically (:func:`kfp_gpu.storage.write_text`) before anything else happens.
 3. **Watch** ``status.conditions`` (v2beta1 JobCondition types Created, Running,
@@ -48,7 +48,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kfp_gpu import mpijob, storage
+from kfp_gpu import storage
+from kfp_gpu.mpi import mpijob
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ class Launcher:
         log_sink: called with each launcher log line (default: print to stdout).
         tail_lines: launcher log lines kept for errors/results.
         launcher_container: container name of the launcher pod (``"launcher"`` in
-            :func:`kfp_gpu.mpijob.launcher_template`).
+            :func:`kfp_gpu.mpi.mpijob.launcher_template`).
         log_poll_s: seconds between looks for the launcher pod.
     """
 
@@ -277,7 +278,7 @@ class Launcher:
         meta = job.get("metadata") or {}
         self.name, self.namespace = meta.get("name", ""), meta.get("namespace") or "default"
         if not self.name:
-            raise ValueError("the MPIJob needs metadata.name (kfp_gpu.mpijob.job_name)")
+            raise ValueError("the MPIJob needs metadata.name (kfp_gpu.mpi.mpijob.job_name)")
 
         obj, reattached = None, False
         previous = ResourceRecord.read(record_path)
@@ -554,7 +555,7 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
            backoff: Backoff = Backoff(), watch_timeout_s: int = 60,
            log_sink: Callable[[str], None] | None = None, tail_lines: int = 50,
            handle_sigterm: bool = True, log_poll_s: float = 2.0) -> LaunchResult:
-    """Run the MPIJob ``job`` (a dict from :func:`kfp_gpu.mpijob.build`) to completion.
+    """Run the MPIJob ``job`` (a dict from :func:`kfp_gpu.mpi.mpijob.build`) to completion.
 
     Args:
         job: the MPIJob (``metadata.name`` and ``metadata.namespace`` set).
@@ -625,7 +626,7 @@ _METRICS_LINE = re.compile(r"METRICS (\{.*\})\s*$")
 def metrics_from_log(lines: Sequence[str]) -> dict | None:
     """The trainer's final metrics from launcher log lines, or ``None``.
 
-    The trainer (:mod:`kfp_gpu.horovod_train`, rank 0) prints one line
+    The trainer (:mod:`kfp_gpu.training.horovod_train`, rank 0) prints one line
     ``METRICS {json}`` at the end (keys such as ``img_per_sec_per_gpu``,
     ``img_per_sec_total``, ``world_size``, ``ms_per_step``); mpirun may prefix it
     (``--tag-output``: ``[1,0]<stdout>:``). The last such line wins.
@@ -716,7 +717,7 @@ def _short(e: BaseException) -> str:
 
 # ---------------------------------------------------------------- command line
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kfp_gpu.launcher --job mpijob.yaml --record record.json [--kubeconfig F]``
+    """``python -m kfp_gpu.mpi.launcher --job mpijob.yaml --record record.json [--kubeconfig F]``
 
     Exit status: 0 Succeeded, 1 Failed, :data:`EXIT_CANCELLED` after SIGTERM.
     """
@@ -724,7 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import yaml
 
-    p = argparse.ArgumentParser(prog="kfp_gpu.launcher", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="kfp_gpu.mpi.launcher", description=main.__doc__)
     p.add_argument("--job", required=True, help="MPIJob YAML/JSON file")
     p.add_argument("--record", required=True, help="resource record output path")
     p.add_argument("--kubeconfig", default=None)

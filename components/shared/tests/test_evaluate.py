@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from kfp_gpu.components.evaluate_classifier import evaluate as ev
+from kfp_gpu.components.shared import evaluate as ev
 
 # Hand case: labels and P(class 1); threshold 0.5 -> predictions [1, 0, 1, 0, 1, 0]
 Y = np.array([1, 1, 0, 0, 1, 0])

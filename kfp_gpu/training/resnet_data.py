@@ -1,7 +1,7 @@
 """Image data for the ResNet trainer: Fashion-MNIST IDX files, npz, Dataset artifacts, synthetic.
 
 Pure numpy (no TensorFlow at import time, except :func:`load_source` reading a kfp-gpu
-Dataset artifact, which imports it lazily through :mod:`kfp_gpu.datasets`).
+Dataset artifact, which imports it lazily through :mod:`kfp_gpu.training.datasets`).
 
 Array layout everywhere: images ``uint8 [N, H, W, C]`` (channels last, C = 1 for
 grey), labels ``int32 [N]`` with values ``0 .. classes-1``.
@@ -203,7 +203,7 @@ def load_source(source: str, test_source: str = "", synthetic_rows: int = 6000,
     path = Path(source)
     if not path.exists():
         raise FileNotFoundError(f"data source not found: {source}")
-    from kfp_gpu import datasets
+    from kfp_gpu.training import datasets
 
     if (path / datasets.SIDECAR).exists():
         meta = datasets.read_meta(path)

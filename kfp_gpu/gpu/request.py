@@ -21,7 +21,7 @@ text form       what the pod gets                           served by (upstream 
 
 Options (after a comma, ``key=value``): ``gpu`` and ``shared`` and ``hami`` take
 ``product=`` (GPU Feature Discovery label ``nvidia.com/gpu.product``); ``mig`` takes
-``model=`` (validates the profile, see :mod:`kfp_gpu.mig`) and ``product=``; ``shared``
+``model=`` (validates the profile, see :mod:`kfp_gpu.gpu.mig`) and ``product=``; ``shared``
 takes ``replicas=R`` (the plugin's replicas per GPU: the memory share becomes N/R),
 ``strategy=time-slicing|mps`` (node selector on the GFD label
 ``nvidia.com/gpu.sharing-strategy``) and ``renamed=true`` (``renameByDefault``:
@@ -37,12 +37,12 @@ KFP limits (kfp 2.17): a task carries ONE accelerator resource (``set_accelerato
 second and third resources are only written by :meth:`GpuRequest.pod_fragment`; on a KFP
 task a HAMi request keeps ``nvidia.com/gpu`` and falls back to HAMi's device-plugin defaults
 for memory/cores (a ``UserWarning`` says so), while the runtime memory cap (see
-:mod:`kfp_gpu.device`) still applies ``mem``. KAI/Run:ai needs its scheduler chosen outside
+:mod:`kfp_gpu.gpu.memory_cap`) still applies ``mem``. KAI/Run:ai needs its scheduler chosen outside
 the pod spec KFP writes (namespace default / admission webhook), see docs/gpu-sharing.md.
 
 Every GPU request also tells the container its share in environment variables
 (:data:`KIND_ENV`, :data:`SHARE_ENV`, :data:`MEMORY_ENV`), which
-:func:`kfp_gpu.device.apply_gpu_share` turns into a TensorFlow memory cap.
+:func:`kfp_gpu.gpu.memory_cap.apply_gpu_share` turns into a TensorFlow memory cap.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-from kfp_gpu import mig
+from kfp_gpu.gpu import mig
 
 GPU_RESOURCE = "nvidia.com/gpu"
 #: k8s-device-plugin ``sharing.timeSlicing/mps.renameByDefault: true`` advertises this.
@@ -111,7 +111,7 @@ class GpuRequest:
             (a CUDA process can use one MIG device only); 0 otherwise.
         product: GPU Feature Discovery ``nvidia.com/gpu.product`` value ("" = any).
         profile: MIG profile, e.g. ``1g.10gb`` (kind ``mig``).
-        model: GPU model key of :data:`kfp_gpu.mig.PROFILES` the profile was checked against
+        model: GPU model key of :data:`kfp_gpu.gpu.mig.PROFILES` the profile was checked against
             ("" = checked against every model; the resource name does not depend on it).
         fraction: share of one GPU, 0 < f <= 1 (kind ``fraction``).
         memory_mib: MiB of GPU memory (``gpu-memory``; ``hami`` ``mem=``), 0 = not given.

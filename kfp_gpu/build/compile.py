@@ -7,7 +7,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kfp_gpu import catalog, images, storage
+from kfp_gpu import storage
+from kfp_gpu.build import registry
+from kfp_gpu.build import images
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,9 @@ def targets(output_dir: Path | None = None, only: str | None = None) -> list[Tar
     comp_root = output_dir / "components" if output_dir else package_dir("components")
     pipe_root = output_dir / "pipelines" if output_dir else package_dir("pipelines")
     out = [Target("component", n, r, comp_root / n / "component.yaml")
-           for n, r in catalog.COMPONENTS.items()]
+           for n, r in registry.COMPONENTS.items()]
     out += [Target("pipeline", n, r, pipe_root / f"{n.replace('-', '_')}.yaml")
-            for n, r in catalog.PIPELINES.items()]
+            for n, r in registry.PIPELINES.items()]
     if only:
         names = [t.name for t in out]
         if only not in names:
@@ -51,7 +53,7 @@ def compile_target(t: Target, dest: Path, gpu: str | None = None) -> None:
     """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given."""
     from kfp import compiler
 
-    obj = catalog.resolve(t.ref)
+    obj = registry.resolve(t.ref)
     if t.kind == "pipeline":
         obj = obj(gpu) if gpu else obj()
     with storage.atomic_file(dest, suffix=".yaml") as tmp:

@@ -28,10 +28,10 @@ mpi4py into the metrics, so a skipped allreduce shows up as differing checksums.
 
 Modes: ``benchmark`` (synthetic images, ResNet-50 by default, img/sec with warm-up steps
 excluded -- the figure ``tensorflow2_synthetic_benchmark.py`` of Horovod reports) and
-``train`` (real images, see :mod:`kfp_gpu.resnet_data`, small ResNet by default).
+``train`` (real images, see :mod:`kfp_gpu.training.resnet_data`, small ResNet by default).
 
 Run: ``mpirun -np 2 kfp-gpu train-resnet --mode benchmark --steps 20``, or
-``mpirun -np 2 python -m kfp_gpu.horovod_train ...``.
+``mpirun -np 2 python -m kfp_gpu.training.horovod_train ...``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from kfp_gpu import resnet_data, resnet_models, storage
+from kfp_gpu import storage
+from kfp_gpu.training import resnet_data, resnet_models
 
 log = logging.getLogger(__name__)
 
@@ -206,17 +207,17 @@ def _setup_devices(hvd) -> str:
     """Pin this process to GPU ``local_rank``; CPU: share the cores.
 
     The pinned GPU gets the pod's GPU share as a memory cap when the request is a fraction
-    (kfp_gpu.device), else memory growth.
+    (kfp_gpu.gpu.memory_cap), else memory growth.
     """
     import tensorflow as tf
 
-    from kfp_gpu import device
+    from kfp_gpu.gpu import memory_cap
 
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         mine = gpus[hvd.local_rank() % len(gpus)]
         tf.config.set_visible_devices(mine, "GPU")
-        if not device.apply_gpu_share(devices=[mine])["applied"]:
+        if not memory_cap.apply_gpu_share(devices=[mine])["applied"]:
             tf.config.experimental.set_memory_growth(mine, True)
         return mine.name
     threads = max(1, (os.cpu_count() or 1) // max(1, hvd.local_size()))
@@ -546,7 +547,7 @@ _FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 
 
 def main() -> None:  # pragma: no cover - thin
-    """``python -m kfp_gpu.horovod_train``: the same command without the kfp-gpu CLI."""
+    """``python -m kfp_gpu.training.horovod_train``: the same command without the kfp-gpu CLI."""
     typer.run(train_resnet_command)
 
 

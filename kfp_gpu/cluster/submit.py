@@ -60,10 +60,10 @@ def resolve_pipeline(ref: str) -> tuple[Path, str]:
         ValueError: neither a catalog pipeline nor an existing YAML file (names the
             catalog pipelines).
     """
-    from kfp_gpu import catalog
+    from kfp_gpu.build import registry
 
-    if ref in catalog.PIPELINES:
-        from kfp_gpu import compile as comp
+    if ref in registry.PIPELINES:
+        from kfp_gpu.build import compile as comp
 
         path = comp.targets(only=ref)[0].path
         if not path.is_file():
@@ -78,7 +78,7 @@ def resolve_pipeline(ref: str) -> tuple[Path, str]:
         name = doc.get("pipelineInfo", {}).get("name") or path.stem.replace("_", "-")
         return path, name
     raise ValueError(f"unknown pipeline {ref!r}; accepted: a catalog pipeline "
-                     f"({', '.join(sorted(catalog.PIPELINES))}) or a compiled .yaml file")
+                     f"({', '.join(sorted(registry.PIPELINES))}) or a compiled .yaml file")
 
 
 def default_version_name() -> str:
@@ -246,7 +246,7 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
     token = token if token is not None else kfp_token()
     host = host.rstrip("/")
 
-    from kfp_gpu.doctor import kfp_healthz
+    from kfp_gpu.cluster.doctor import kfp_healthz
 
     ok, detail = kfp_healthz(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
     if not ok:

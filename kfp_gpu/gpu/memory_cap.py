@@ -25,7 +25,7 @@ import os
 import shutil
 import subprocess
 
-from kfp_gpu.gpu import KIND_ENV, MEMORY_ENV, SHARE_ENV
+from kfp_gpu.gpu.request import KIND_ENV, MEMORY_ENV, SHARE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def apply_gpu_share(env=None, devices=None) -> dict:
     if not gpus:
         result["reason"] = f"no GPU visible to TensorFlow (CPU run); nothing to cap " \
                            f"[request: {result['kind']}]"
-        log.info("kfp_gpu.device: %s", result["reason"])
+        log.info("kfp_gpu.gpu.memory_cap: %s", result["reason"])
         return result
     limit = result["limit_mib"]
     if limit is None:
@@ -188,10 +188,10 @@ def apply_gpu_share(env=None, devices=None) -> dict:
             for dev in gpus:
                 tf.config.experimental.set_memory_growth(dev, True)
             result["memory_growth"] = True
-            log.warning("kfp_gpu.device: %s; the GPU is shared, so memory growth is on "
+            log.warning("kfp_gpu.gpu.memory_cap: %s; the GPU is shared, so memory growth is on "
                         "(give replicas= or a MiB value for a hard cap)", result["reason"])
         else:
-            log.info("kfp_gpu.device: %d GPU(s), no memory cap: %s", len(gpus),
+            log.info("kfp_gpu.gpu.memory_cap: %d GPU(s), no memory cap: %s", len(gpus),
                      result["reason"])
         return result
     try:
@@ -199,9 +199,9 @@ def apply_gpu_share(env=None, devices=None) -> dict:
             tf.config.set_logical_device_configuration(
                 dev, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
     except RuntimeError as e:
-        raise RuntimeError("kfp_gpu.device.apply_gpu_share must run before TensorFlow "
+        raise RuntimeError("kfp_gpu.gpu.memory_cap.apply_gpu_share must run before TensorFlow "
                            f"initialises the GPU: {e}") from e
     result["applied"] = True
-    log.info("kfp_gpu.device: capped TensorFlow memory to %d MiB on %d GPU(s) (%s)",
+    log.info("kfp_gpu.gpu.memory_cap: capped TensorFlow memory to %d MiB on %d GPU(s) (%s)",
              limit, len(gpus), result["reason"])
     return result

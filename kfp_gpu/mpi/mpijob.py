@@ -1,7 +1,7 @@
 """Pure builder of a ``kubeflow.org/v2beta1`` MPIJob (Kubeflow MPI Operator).
 
 No I/O: :func:`build` turns an :class:`MPIJobOptions` into a plain ``dict`` that the
-launcher (:mod:`kfp_gpu.launcher`) posts to the Kubernetes API.
+launcher (:mod:`kfp_gpu.mpi.launcher`) posts to the Kubernetes API.
 
 Shape of the result (field names from the upstream Go types,
 ``github.com/kubeflow/mpi-operator`` ``pkg/apis/kubeflow/v2beta1/types.go``; the
@@ -164,7 +164,7 @@ def check_name(name: str, workers: int = 1) -> str:
             f"invalid MPIJob name {name!r}: accepted are DNS-1035 labels (lower-case "
             f"letters, digits, '-', starting with a letter and ending alphanumeric: the MPI "
             f"Operator names a Service after the job) of at most {MAX_NAME_LEN} characters; "
-            "use kfp_gpu.mpijob.job_name(run_id, task_name)")
+            "use kfp_gpu.mpi.mpijob.job_name(run_id, task_name)")
     return name
 
 
@@ -268,7 +268,7 @@ class MPIJobOptions:
         name: MPIJob name (see :func:`job_name`, :func:`check_name`).
         namespace: namespace of the MPIJob.
         image: container image of Launcher and Workers (the ``horovod`` runtime image,
-            ``kfp_gpu.images.image("horovod")``).
+            ``kfp_gpu.build.images.image("horovod")``).
         program: argv the ranks run, e.g. ``("kfp-gpu", "train-resnet", "--mode",
             "benchmark")``; appended to the mpirun command.
         workers: number of Worker pods (>= 1); one per node in the RDMA layout.
@@ -394,7 +394,7 @@ class MPIJobOptions:
         if not _DNS1123_LABEL.match(self.namespace or "") or len(self.namespace) > 63:
             raise ValueError(f"invalid namespace {self.namespace!r}: accepted are DNS-1123 labels")
         if not self.image:
-            raise ValueError("image is required (e.g. kfp_gpu.images.image('horovod'))")
+            raise ValueError("image is required (e.g. kfp_gpu.build.images.image('horovod'))")
         if isinstance(self.program, str) or not self.program or not all(
                 isinstance(a, str) and a for a in self.program):
             raise ValueError("program must be a non-empty sequence of non-empty strings "
@@ -468,7 +468,7 @@ class MPIJobOptions:
     def _validate_volumes(self) -> None:
         if isinstance(self.volumes, (str, Mapping)) or not all(
                 isinstance(v, PvcMount) for v in self.volumes):
-            raise ValueError("volumes must be a sequence of kfp_gpu.mpijob.PvcMount("
+            raise ValueError("volumes must be a sequence of kfp_gpu.mpi.mpijob.PvcMount("
                              "claim_name, mount_path, read_only, sub_path)")
         reserved = (*RESERVED_MOUNT_PATHS, self.ssh_auth_mount_path)
         seen: list[str] = []

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from kfp_gpu import catalog
+from kfp_gpu.build import registry
 
 DATA_DIR_ENV = "KFP_GPU_DATA_DIR"
 _TYPES = {"STRING": str, "NUMBER_INTEGER": int, "NUMBER_DOUBLE": float, "BOOLEAN": None,
@@ -59,9 +59,9 @@ def typed_params(pipeline, raw: dict[str, str]) -> dict:
 def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
     """Parameters pointing a pipeline at the real data in ``data_dir`` (or $KFP_GPU_DATA_DIR)."""
     data_dir = data_dir or os.environ.get(DATA_DIR_ENV)
-    if not data_dir or name not in catalog.LOCAL_DATA:
+    if not data_dir or name not in registry.LOCAL_DATA:
         return {}
-    param, rel = catalog.LOCAL_DATA[name]
+    param, rel = registry.LOCAL_DATA[name]
     path = Path(data_dir).expanduser().resolve() / rel
     if not path.exists():
         raise FileNotFoundError(f"{path} not found (data dir {data_dir})")
@@ -81,9 +81,9 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     """
     from kfp import local
 
-    if name not in catalog.PIPELINES:
-        raise ValueError(f"unknown pipeline {name!r}; accepted: {sorted(catalog.PIPELINES)}")
-    factory = catalog.resolve(catalog.PIPELINES[name])
+    if name not in registry.PIPELINES:
+        raise ValueError(f"unknown pipeline {name!r}; accepted: {sorted(registry.PIPELINES)}")
+    factory = registry.resolve(registry.PIPELINES[name])
     pipeline = factory(gpu) if gpu else factory()
     merged = {**default_data_params(name, data_dir), **params}
     kwargs = typed_params(pipeline, merged)

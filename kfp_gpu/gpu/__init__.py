@@ -1,0 +1,58 @@
+"""GPU requests: the typed request model and what it renders to.
+
+- :mod:`kfp_gpu.gpu.request`: parse/validate the text form (``gpu:1``, ``mig:1g.10gb``,
+  ``fraction:0.5``, ...) into a :class:`GpuRequest`; render it to KFP task settings and pod
+  fragments.
+- :mod:`kfp_gpu.gpu.mig`: MIG profile tables per GPU model.
+- :mod:`kfp_gpu.gpu.memory_cap`: the runtime side, capping TensorFlow's GPU memory to the
+  share the request told the container.
+
+The request model's public names are re-exported here (``from kfp_gpu import gpu;
+gpu.parse("gpu:1")``).
+"""
+
+from kfp_gpu.gpu.request import (
+    ACCEPTED,
+    DEFAULT_QUEUE_LABEL,
+    FRACTION_ANNOTATION,
+    GPU_RESOURCE,
+    GPU_TOLERATION_KEY,
+    HAMI_CORES_RESOURCE,
+    HAMI_MEM_RESOURCE,
+    KIND_ENV,
+    KINDS,
+    MEMORY_ANNOTATION,
+    MEMORY_ENV,
+    METAGPU_RESOURCE,
+    METAGPU_UNITS_PER_GPU,
+    PRODUCT_LABEL,
+    SHARE_ENV,
+    SHARED_RESOURCE,
+    SHARING_STRATEGY_LABEL,
+    GpuRequest,
+    KfpCannotExpressWarning,
+    parse,
+)
+
+__all__ = [
+    "ACCEPTED",
+    "DEFAULT_QUEUE_LABEL",
+    "FRACTION_ANNOTATION",
+    "GPU_RESOURCE",
+    "GPU_TOLERATION_KEY",
+    "HAMI_CORES_RESOURCE",
+    "HAMI_MEM_RESOURCE",
+    "KINDS",
+    "KIND_ENV",
+    "MEMORY_ANNOTATION",
+    "MEMORY_ENV",
+    "METAGPU_RESOURCE",
+    "METAGPU_UNITS_PER_GPU",
+    "PRODUCT_LABEL",
+    "SHARED_RESOURCE",
+    "SHARE_ENV",
+    "SHARING_STRATEGY_LABEL",
+    "GpuRequest",
+    "KfpCannotExpressWarning",
+    "parse",
+]
