@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from kfp_gpu.mpi import launcher, mpijob
+from kfp_gpu.mpi import launcher, mpijob, names, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ MPIJOBS = "/mpijobs"
 
 
 def make_job(name: str = "resnet-test-1", ns: str = "ml") -> dict:
-    return mpijob.build(mpijob.MPIJobOptions(
+    return mpijob.build(options.MPIJobOptions.from_settings(
         name=name, namespace=ns, image="horovod:test", program=("kfp-gpu", "train-resnet"),
         gpu="gpu:2", workers=2, rdma=True))
 
@@ -394,8 +394,8 @@ def test_e2e_real_cluster(tmp_path):
     program = tuple(shlex.split(os.environ.get(
         "KFP_GPU_E2E_PROGRAM",
         "python -c \"import socket; print('rank on', socket.gethostname())\"")))
-    name = mpijob.job_name(f"e2e-{time.time_ns()}", "mpijob", prefix="kfp-gpu-e2e")
-    job = mpijob.build(mpijob.MPIJobOptions(
+    name = names.job_name(f"e2e-{time.time_ns()}", "mpijob", prefix="kfp-gpu-e2e")
+    job = mpijob.build(options.MPIJobOptions.from_settings(
         name=name, namespace=ns, image=os.environ.get("KFP_GPU_E2E_IMAGE",
                                                       images.image("horovod")),
         program=program, gpu=os.environ.get("KFP_GPU_E2E_GPU", "none"),

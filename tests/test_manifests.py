@@ -150,9 +150,9 @@ def test_rdma_config_and_network():
     cfg = json.loads(cm["data"]["config.json"])
     jsonschema.validate(cfg, schema("rdma-shared-device-plugin-config.schema.json"))
     # The resources the MPIJob builder knows are the ones this config advertises.
-    from kfp_gpu.mpi import mpijob
+    from kfp_gpu.mpi import network
     advertised = {f"rdma/{c['resourceName']}" for c in cfg["configList"]}
-    assert {mpijob.RDMA_SHARED_DEVICE_A, mpijob.RDMA_HCA_SHARED_DEVICES_A} <= advertised
+    assert {network.RDMA_SHARED_DEVICE_A, network.RDMA_HCA_SHARED_DEVICES_A} <= advertised
     (nad,) = [o for o in objs if o["kind"] == "NetworkAttachmentDefinition"]
     nad_schema = schema("network-attachment-definition-v1.schema.json")
     cni = json.loads(nad["spec"]["config"])
@@ -248,5 +248,5 @@ def test_mpi_operator_is_a_pinned_release():
     from kfp_gpu.cluster import doctor
     assert m.group(1) == doctor.MPI_OPERATOR_RELEASE
     # The release serves the API version the MPIJob builder writes.
-    from kfp_gpu.mpi import mpijob
-    assert mpijob.API_VERSION == f"{doctor.MPIJOB_GROUP}/{doctor.MPIJOB_VERSION}"
+    from kfp_gpu.mpi import crd
+    assert crd.API_VERSION == f"{doctor.MPIJOB_GROUP}/{doctor.MPIJOB_VERSION}"

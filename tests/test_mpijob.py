@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from kfp_gpu import gpu
-from kfp_gpu.mpi import mpijob
+from kfp_gpu.mpi import mpijob, mpirun, names, network, ssh, volumes
+from kfp_gpu.mpi.options import MPIJobOptions
 
 HERE = Path(__file__).parent
 SCHEMA = json.loads((HERE / "schemas" / "mpijob-v2beta1.schema.json").read_text())
@@ -36,13 +37,13 @@ REQUESTS = {
 }
 
 
-def options(**kw) -> mpijob.MPIJobOptions:
-    base = {"name": mpijob.job_name("run-0123", "train-resnet-mpijob", prefix="resnet"),
+def options(**kw) -> MPIJobOptions:
+    base = {"name": names.job_name("run-0123", "train-resnet-mpijob", prefix="resnet"),
             "image": "ghcr.io/kfp-gpu/kfp-gpu-horovod:0.1.0",
             "program": ("kfp-gpu", "train-resnet", "--mode", "benchmark"),
             "namespace": "ml", "workers": 2}
     base.update(kw)
-    return mpijob.MPIJobOptions(**base)
+    return MPIJobOptions.from_settings(**base)
 
 
 def validate_pod_template(template: dict) -> None:
@@ -110,16 +111,16 @@ def test_every_request_kind_validates(kind, rdma):
     # RDMA on/off
     caps = container.get("securityContext", {}).get("capabilities", {}).get("add", [])
     if rdma:
-        assert res["limits"][mpijob.RDMA_SHARED_DEVICE_A] == "1"
+        assert res["limits"][network.RDMA_SHARED_DEVICE_A] == "1"
         assert caps == ["IPC_LOCK"]
         assert env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and env["NCCL_NET_GDR_LEVEL"] == "PHB"
-        assert meta["annotations"][mpijob.MULTUS_ANNOTATION] == "rdma-net"
+        assert meta["annotations"][network.MULTUS_ANNOTATION] == "rdma-net"
         assert "NCCL_IB_DISABLE" not in env
     else:
         assert not any(k.startswith("rdma/") for k in res.get("limits", {}))
         assert caps == []
         assert env["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in env
-        assert mpijob.MULTUS_ANNOTATION not in meta.get("annotations", {})
+        assert network.MULTUS_ANNOTATION not in meta.get("annotations", {})
     assert env["NCCL_SOCKET_IFNAME"] == "eth0"
     # Memory-backed /dev/shm on workers
     vols = {v["name"]: v for v in worker["spec"]["volumes"]}
@@ -127,9 +128,9 @@ def test_every_request_kind_validates(kind, rdma):
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
 
 
-def golden_options() -> mpijob.MPIJobOptions:
+def golden_options() -> MPIJobOptions:
     return options(gpu="gpu:8", workers=4, rdma=True,
-                   rdma_resource=mpijob.RDMA_HCA_SHARED_DEVICES_A,
+                   rdma_resource=network.RDMA_HCA_SHARED_DEVICES_A,
                    multus_networks="ml/rdma-net@net1", nccl_ib_hca="mlx5_0,mlx5_1",
                    nccl_net_gdr_level="SYS", nccl_socket_ifname="^lo,docker0",
                    nccl_debug="WARN", env={"HOROVOD_FUSION_THRESHOLD": "67108864"},
@@ -217,13 +218,13 @@ def test_pod_template_schema_is_strict():
 
 
 def test_names_are_deterministic_dns_labels():
-    a = mpijob.job_name("run-1", "train")
-    assert a == mpijob.job_name("run-1", "train")
-    assert a != mpijob.job_name("run-2", "train") != mpijob.job_name("run-1", "train-2")
-    long = mpijob.job_name("r" * 300, "Task With Spaces/and_underscores" * 5,
+    a = names.job_name("run-1", "train")
+    assert a == names.job_name("run-1", "train")
+    assert a != names.job_name("run-2", "train") != names.job_name("run-1", "train-2")
+    long = names.job_name("r" * 300, "Task With Spaces/and_underscores" * 5,
                            prefix="My_Very Long Prefix For A ResNet Job!")
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", long)
-    assert mpijob.check_name(long, workers=1000) == long
+    assert names.check_name(long, workers=1000) == long
     assert len(f"{long}-worker-999") <= 63
 
 
@@ -236,8 +237,8 @@ def test_bad_names_are_refused(bad):
 
 def test_job_name_starts_with_a_letter_whatever_the_prefix():
     for prefix in ("8bit", "-9", "resnet", ""):
-        name = mpijob.job_name("run", "task", prefix=prefix)
-        assert name[0].isalpha() and mpijob.check_name(name) == name
+        name = names.job_name("run", "task", prefix=prefix)
+        assert name[0].isalpha() and names.check_name(name) == name
 
 
 @pytest.mark.parametrize("field,value,accepted", [
@@ -282,7 +283,8 @@ def test_explicit_slots_and_scheduler():
 
 
 def test_mpirun_other_implementations():
-    cmd = mpijob.mpirun_command(4, ["NCCL_DEBUG"], ["python", "t.py"], "Intel")
+    cmd = mpirun.mpirun_command(4, ["python", "t.py"], forwarded_env=["NCCL_DEBUG"],
+                                implementation="Intel")
     assert cmd == ["mpirun", "-n", "4", "-genvlist", "LD_LIBRARY_PATH,PATH,NCCL_DEBUG",
                    "python", "t.py"]
 
@@ -305,9 +307,9 @@ def test_defaults_fit_the_horovod_image():
     for role in ("Launcher", "Worker"):
         pod = spec["mpiReplicaSpecs"][role]["template"]["spec"]
         assert pod["securityContext"] == {"runAsUser": int(uid), "runAsGroup": int(gid)}
-    assert int(uid) == mpijob.MPI_USER_ID
+    assert int(uid) == ssh.MPI_USER_ID
     home = re.search(r"--home (\S+) ", text).group(1)
-    assert home == mpijob.MPI_USER_HOME
+    assert home == ssh.MPI_USER_HOME
     assert spec["sshAuthMountPath"] == f"{home}/.ssh"
     worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     cmd = worker["command"]
@@ -317,14 +319,14 @@ def test_defaults_fit_the_horovod_image():
     assert f"> {sshd_config}" in text
     assert f"HostKey {spec['sshAuthMountPath']}/id_rsa" in text
     port = re.search(r"^ARG SSH_PORT=(\d+)$", text, re.MULTILINE).group(1)
-    assert int(port) == mpijob.SSH_PORT
+    assert int(port) == ssh.SSH_PORT
     assert "Port %s" in text and '"${SSH_PORT}" > ' + sshd_config in text
     # mpirun's ssh client reaches port 2222 through the system ssh_config (no plm_rsh_args)
     assert re.search(r"\\1\$\{SSH_PORT\}/g\" /etc/ssh/ssh_config", text)
 
 
 def test_root_ssh_layout_is_one_override_away():
-    job = mpijob.build(options(gpu="gpu:2", rdma=True, **mpijob.ROOT_SSH))
+    job = mpijob.build(options(gpu="gpu:2", rdma=True, ssh=ssh.ROOT_SSH))
     spec = job["spec"]
     assert spec["sshAuthMountPath"] == "/root/.ssh"
     for role in ("Launcher", "Worker"):
@@ -341,15 +343,15 @@ def test_root_ssh_layout_is_one_override_away():
     validate_pod_template(pod)
 
 
-SHARED = mpijob.PvcMount("resnet-shared", "/mnt/shared")
-DATASETS = mpijob.PvcMount("datasets.team-a", "/data", read_only=True, sub_path="fmnist")
+SHARED = volumes.PvcMount("resnet-shared", "/mnt/shared")
+DATASETS = volumes.PvcMount("datasets.team-a", "/data", read_only=True, sub_path="fmnist")
 
 
 @pytest.mark.parametrize("rdma", [True, False], ids=["rdma", "no-rdma"])
 @pytest.mark.parametrize("kind", ["none", "gpu", "mig", "fraction"])
 @pytest.mark.parametrize("volumes", [
     (SHARED,), (SHARED, DATASETS),
-    (SHARED, mpijob.PvcMount("resnet-shared", "/mnt/ckpt", sub_path="ckpt")),
+    (SHARED, volumes.PvcMount("resnet-shared", "/mnt/ckpt", sub_path="ckpt")),
 ], ids=["one", "two-claims", "one-claim-twice"])
 def test_pvcs_are_mounted_on_workers_and_validate(volumes, kind, rdma):
     job = mpijob.build(options(gpu=REQUESTS[kind], rdma=rdma, volumes=volumes, fs_group=1000,
@@ -383,34 +385,34 @@ def test_no_volumes_leaves_the_default_pod_unchanged():
 
 
 def test_long_or_dotted_claims_get_valid_volume_names():
-    long = mpijob.PvcMount("a" * 200, "/mnt/a")
-    dotted = mpijob.PvcMount("datasets.team-a", "/mnt/b")
+    long = volumes.PvcMount("a" * 200, "/mnt/a")
+    dotted = volumes.PvcMount("datasets.team-a", "/mnt/b")
     names = {long.volume_name(), dotted.volume_name()}
     assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n) and len(n) <= 63
                for n in names)
     assert len(names) == 2
-    assert mpijob.PvcMount("ws", "/w").volume_name() == "pvc-ws"
+    assert volumes.PvcMount("ws", "/w").volume_name() == "pvc-ws"
     validate_pod_template(mpijob.build(options(volumes=(long, dotted)))["spec"][
         "mpiReplicaSpecs"]["Worker"]["template"])
 
 
 @pytest.mark.parametrize("volumes,accepted", [
-    ((mpijob.PvcMount("Shared_WS", "/mnt/s"),), "DNS-1123 subdomains"),
-    ((mpijob.PvcMount("x" * 254, "/mnt/s"),), "DNS-1123 subdomains"),
-    ((mpijob.PvcMount("ws", "mnt/s"),), "absolute paths"),
-    ((mpijob.PvcMount("ws", "/"),), "other than '/'"),
-    ((mpijob.PvcMount("ws", "/mnt/../etc"),), "normalised"),
-    ((mpijob.PvcMount("ws", "/mnt/s/"),), "normalised"),
-    ((mpijob.PvcMount("ws", "/mnt/a:b"),), "without ':'"),
-    ((mpijob.PvcMount("ws", "/mnt/s", sub_path="/abs"),), "relative paths"),
-    ((mpijob.PvcMount("ws", "/mnt/s", sub_path="a/../../b"),), "without '..'"),
-    ((mpijob.PvcMount("ws", "/dev/shm"),), "clashes with '/dev/shm'"),
-    ((mpijob.PvcMount("ws", "/dev"),), "clashes with '/dev/shm'"),
-    ((mpijob.PvcMount("ws", "/dev/shm/x"),), "clashes with '/dev/shm'"),
-    ((mpijob.PvcMount("ws", "/etc/mpi"),), "clashes with '/etc/mpi'"),
-    ((mpijob.PvcMount("ws", "/home/mpiuser/.ssh"),), "SSH key mount"),
-    ((mpijob.PvcMount("ws", "/home/mpiuser"),), "SSH key mount"),
-    ((mpijob.PvcMount("a", "/mnt/s"), mpijob.PvcMount("b", "/mnt/s")), "duplicate"),
+    ((volumes.PvcMount("Shared_WS", "/mnt/s"),), "DNS-1123 subdomains"),
+    ((volumes.PvcMount("x" * 254, "/mnt/s"),), "DNS-1123 subdomains"),
+    ((volumes.PvcMount("ws", "mnt/s"),), "absolute paths"),
+    ((volumes.PvcMount("ws", "/"),), "other than '/'"),
+    ((volumes.PvcMount("ws", "/mnt/../etc"),), "normalised"),
+    ((volumes.PvcMount("ws", "/mnt/s/"),), "normalised"),
+    ((volumes.PvcMount("ws", "/mnt/a:b"),), "without ':'"),
+    ((volumes.PvcMount("ws", "/mnt/s", sub_path="/abs"),), "relative paths"),
+    ((volumes.PvcMount("ws", "/mnt/s", sub_path="a/../../b"),), "without '..'"),
+    ((volumes.PvcMount("ws", "/dev/shm"),), "clashes with '/dev/shm'"),
+    ((volumes.PvcMount("ws", "/dev"),), "clashes with '/dev/shm'"),
+    ((volumes.PvcMount("ws", "/dev/shm/x"),), "clashes with '/dev/shm'"),
+    ((volumes.PvcMount("ws", "/etc/mpi"),), "clashes with '/etc/mpi'"),
+    ((volumes.PvcMount("ws", "/home/mpiuser/.ssh"),), "SSH key mount"),
+    ((volumes.PvcMount("ws", "/home/mpiuser"),), "SSH key mount"),
+    ((volumes.PvcMount("a", "/mnt/s"), volumes.PvcMount("b", "/mnt/s")), "duplicate"),
     (({"claim_name": "ws", "mount_path": "/mnt/s"},), "PvcMount("),
 ])
 def test_bad_volumes_are_refused(volumes, accepted):
@@ -420,7 +422,7 @@ def test_bad_volumes_are_refused(volumes, accepted):
 
 
 def test_ssh_clash_follows_the_configured_mount_path():
-    opts = options(volumes=(mpijob.PvcMount("ws", "/home/mpiuser"),), **mpijob.ROOT_SSH)
+    opts = options(volumes=(volumes.PvcMount("ws", "/home/mpiuser"),), ssh=ssh.ROOT_SSH)
     assert mpijob.build(opts)  # /root/.ssh now: /home/mpiuser is free
     with pytest.raises(ValueError, match="/root/.ssh"):
-        mpijob.build(opts.replace(volumes=(mpijob.PvcMount("ws", "/root"),)))
+        mpijob.build(opts.replace(volumes=(volumes.PvcMount("ws", "/root"),)))

