@@ -143,3 +143,40 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_file(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def download_dir(source: str, dest: str | os.PathLike) -> list[str]:
+    """Copy a directory (e.g. the model rank 0 wrote) from ``source`` to ``dest``.
+
+    Args:
+        source: ``gs://bucket/prefix`` (google-cloud-storage; honours
+            ``STORAGE_EMULATOR_HOST``) or a local/shared-PVC directory path.
+        dest: local directory (e.g. a KFP ``Model`` artifact's ``.path``); written atomically.
+
+    Returns:
+        The relative file names copied (sorted).
+
+    Raises:
+        FileNotFoundError: nothing at ``source``.
+    """
+    if not is_gcs(source):
+        src = Path(source)
+        if not src.is_dir():
+            raise FileNotFoundError(f"model directory not found: {source}")
+        upload(src, str(dest))
+        return sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file())
+    bucket_name, prefix = split_gcs(source.rstrip("/"))
+    client = _client()
+    blobs = [b for b in client.list_blobs(bucket_name, prefix=prefix.rstrip("/") + "/")
+             if not b.name.endswith("/")]
+    if not blobs:
+        raise FileNotFoundError(f"model not found: {source}")
+    names = []
+    with atomic_dir(dest) as tmp:
+        for b in blobs:
+            rel = b.name[len(prefix.rstrip("/")) + 1:]
+            target = Path(tmp) / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            b.download_to_filename(str(target))
+            names.append(rel)
+    return sorted(names)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from kfp_gpu.mpi import launcher, mpijob, names, options
+from kfp_gpu.mpi import launcher, mpijob, names, options, retry
+from kfp_gpu.mpi import metrics as mpi_metrics
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def test_success_records_first_streams_logs_and_returns(kube, tmp_path):
     # what was posted is the built MPIJob
     posted = next(r.body for r in kube.requests if r.method == "POST")
     assert posted["spec"] == job["spec"]
-    assert launcher.metrics_from_log(result.log_tail) == metrics
+    assert mpi_metrics.metrics_from_log(result.log_tail) == metrics
     # the pods were found by the MPI Operator's labels
     pod_lists = [r for r in kube.requests if r.path.endswith("/pods")]
     assert pod_lists and all(r.query["labelSelector"] == [
@@ -328,7 +329,7 @@ def test_second_sigterm_does_not_stop_the_delete(kube, tmp_path):
     assert kube.count("DELETE", MPIJOBS) == 3
     assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
                              "propagationPolicy": "Foreground"}]
-    waits = [launcher.CANCEL_BACKOFF.delay(k) for k in range(launcher.CANCEL_BACKOFF.attempts - 1)]
+    waits = [retry.CANCEL_BACKOFF.delay(k) for k in range(retry.CANCEL_BACKOFF.attempts - 1)]
     assert sum(waits) < 15  # well inside the default 30 s grace period
 
 
@@ -337,18 +338,18 @@ def test_metrics_from_log_takes_the_last_metrics_line():
     lines = ["METRICS {\"img_per_sec_total\": 1.0}", "noise",
              "[1,0]<stdout>:METRICS {\"img_per_sec_total\": 2.5, \"world_size\": 2}",
              "METRICS {not json"]
-    assert launcher.metrics_from_log(lines) == {"img_per_sec_total": 2.5, "world_size": 2}
-    assert launcher.metrics_from_log(["no metrics here"]) is None
+    assert mpi_metrics.metrics_from_log(lines) == {"img_per_sec_total": 2.5, "world_size": 2}
+    assert mpi_metrics.metrics_from_log(["no metrics here"]) is None
 
 
 def test_kfp_metrics_and_scaling_efficiency():
     m = {"img_per_sec_total": 180.0, "world_size": 2, "weights_identical": True,
          "mode": "benchmark", "ranks": [{}], "ms_per_step": 355.5}
-    out = launcher.kfp_metrics(m, single_img_per_sec=100.0)
+    out = mpi_metrics.kfp_metrics(m, single_img_per_sec=100.0)
     assert out == {"img_per_sec_total": 180.0, "world_size": 2.0, "ms_per_step": 355.5,
                    "scaling_efficiency": pytest.approx(0.9)}
     with pytest.raises(ValueError):
-        launcher.scaling_efficiency(1.0, 0, 1.0)
+        mpi_metrics.scaling_efficiency(1.0, 0, 1.0)
 
 
 def test_fetch_model_from_a_shared_path_and_gcs(tmp_path):
@@ -359,18 +360,18 @@ def test_fetch_model_from_a_shared_path_and_gcs(tmp_path):
     (src / "assets").mkdir(parents=True)
     (src / "model.keras").write_bytes(b"weights")
     (src / "assets" / "vocab.txt").write_text("a\nb\n")
-    names = launcher.fetch_model(str(src), tmp_path / "artifact")
+    names = storage.download_dir(str(src), tmp_path / "artifact")
     assert names == ["assets/vocab.txt", "model.keras"]
     assert (tmp_path / "artifact" / "model.keras").read_bytes() == b"weights"
     with pytest.raises(FileNotFoundError):
-        launcher.fetch_model(str(tmp_path / "missing"), tmp_path / "x")
+        storage.download_dir(str(tmp_path / "missing"), tmp_path / "x")
     with gcs_emulator.running() as bucket:
         storage.upload(src, f"gs://{bucket}/runs/r1/model")
-        names = launcher.fetch_model(f"gs://{bucket}/runs/r1/model", tmp_path / "from_gcs")
+        names = storage.download_dir(f"gs://{bucket}/runs/r1/model", tmp_path / "from_gcs")
         assert names == ["assets/vocab.txt", "model.keras"]
         assert (tmp_path / "from_gcs" / "assets" / "vocab.txt").read_text() == "a\nb\n"
         with pytest.raises(FileNotFoundError):
-            launcher.fetch_model(f"gs://{bucket}/runs/none", tmp_path / "y")
+            storage.download_dir(f"gs://{bucket}/runs/none", tmp_path / "y")
 
 
 def test_launch_refuses_a_non_mpijob(kube, tmp_path):

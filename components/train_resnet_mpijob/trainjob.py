@@ -32,6 +32,7 @@ import numpy as np
 
 from kfp_gpu import storage
 from kfp_gpu.mpi import mpirun
+from kfp_gpu.mpi.metrics import add_scaling_efficiency
 
 log = logging.getLogger(__name__)
 
@@ -374,13 +375,14 @@ def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) 
         FileNotFoundError: no model under ``<work_dir>/model``.
     """
     from kfp_gpu.mpi import launcher
+    from kfp_gpu.mpi.metrics import metrics_from_log
     from kfp_gpu.training import horovod_train
 
     result = launcher.launch(job, record_path)
     metrics, source = choose_metrics(
         read_metrics_file(f"{work_dir}/{horovod_train.METRICS_FILE}"),
-        launcher.metrics_from_log(result.log_tail))
-    launcher.fetch_model(f"{work_dir}/model", model_path)
+        metrics_from_log(result.log_tail))
+    storage.download_dir(f"{work_dir}/model", model_path)
     metrics["metrics_source"] = source
     metrics["reattached"] = bool(result.reattached)
     return metrics
@@ -395,7 +397,5 @@ def kfp_scalar_metrics(metrics: Mapping, single_img_per_sec: float = 0.0) -> dic
             "test_accuracy", "global_step", "epochs_run", "parameters", "weights_sum_spread")
     out = {k: float(metrics[k]) for k in keys if isinstance(metrics.get(k), (int, float))}
     out["weights_identical"] = 1.0 if metrics.get("weights_identical") else 0.0
-    if single_img_per_sec > 0 and out.get("world_size") and "img_per_sec_total" in out:
-        out["scaling_efficiency"] = out["img_per_sec_total"] / (
-            out["world_size"] * single_img_per_sec)
+    add_scaling_efficiency(out, single_img_per_sec)
     return out

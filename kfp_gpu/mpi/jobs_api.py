@@ -1,0 +1,101 @@
+"""MPIJob API calls (the request-sending side of the launcher), each with a request
+timeout and retried on transient errors (:mod:`kfp_gpu.mpi.retry`).
+
+Kubernetes calls: ``CustomObjectsApi`` get/create/delete/list/watch of
+``mpijobs.kubeflow.org`` (group/version/plural from :mod:`kfp_gpu.mpi.crd`); deletes use
+``propagationPolicy: Foreground`` so the Launcher and Worker pods go with the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+from kfp_gpu.mpi import crd, retry
+from kfp_gpu.mpi.retry import DEFAULT_BACKOFF, Backoff
+
+log = logging.getLogger(__name__)
+
+
+class MPIJobClient:
+    """MPIJob requests against one API server.
+
+    Args:
+        api_client: a ``kubernetes.client.ApiClient`` (see :func:`kfp_gpu.kube.api_client`).
+        backoff: retry policy for transient errors.
+        sleep: the wait between retries (tests pass a fake).
+    """
+
+    def __init__(self, api_client, backoff: Backoff = DEFAULT_BACKOFF,
+                 sleep: Callable[[float], None] = time.sleep):
+        # The kubernetes client is an I/O dependency: imported when a client is made.
+        from kubernetes import client
+
+        self.api_client = api_client
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.backoff = backoff
+        self.sleep = sleep
+
+    def with_backoff(self, backoff: Backoff) -> MPIJobClient:
+        """The same client with another retry policy (e.g. ``retry.CANCEL_BACKOFF``)."""
+        return MPIJobClient(self.api_client, backoff, self.sleep)
+
+    def _call(self, what: str, fn: Callable, *args, **kwargs):
+        return retry.call(self.backoff, what, fn, *args, sleep=self.sleep, **kwargs)
+
+    def get(self, namespace: str, name: str) -> dict | None:
+        """The MPIJob, or ``None`` when it does not exist (404)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._call("get MPIJob", self.custom.get_namespaced_custom_object,
+                              crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def create(self, namespace: str, job: Mapping) -> dict:
+        """POST the MPIJob; returns the created object (409 and others are raised)."""
+        return self._call("create MPIJob", self.custom.create_namespaced_custom_object,
+                          crd.GROUP, crd.VERSION, namespace, crd.PLURAL, dict(job))
+
+    def delete(self, namespace: str, name: str) -> None:
+        """Delete with ``propagationPolicy: Foreground`` (404 is fine)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._call("delete MPIJob", self.custom.delete_namespaced_custom_object,
+                       crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name,
+                       body=client.V1DeleteOptions(propagation_policy="Foreground"))
+            log.info("deleted MPIJob %s/%s (propagationPolicy Foreground)", namespace, name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    def list_one(self, namespace: str, name: str) -> tuple[dict | None, str]:
+        """``(the MPIJob or None, the list's resourceVersion)`` -- where a WATCH starts."""
+        out = self._call("list MPIJobs", self.custom.list_namespaced_custom_object,
+                         crd.GROUP, crd.VERSION, namespace, crd.PLURAL,
+                         field_selector=f"metadata.name={name}")
+        items = out.get("items") or []
+        return (items[0] if items else None), out["metadata"]["resourceVersion"]
+
+    def watch(self, namespace: str, name: str, resource_version: str,
+              timeout_s: int) -> Iterator[dict]:
+        """WATCH events (``{"type", "raw_object"}``) of the MPIJob from ``resource_version``;
+        ends after ``timeout_s`` (server-side ``timeoutSeconds``). Not retried: the caller
+        resumes from the last version it saw."""
+        from kubernetes import watch
+
+        yield from watch.Watch().stream(
+            self.custom.list_namespaced_custom_object, crd.GROUP, crd.VERSION, namespace,
+            crd.PLURAL, field_selector=f"metadata.name={name}",
+            resource_version=resource_version, timeout_seconds=timeout_s,
+            _request_timeout=(10, timeout_s + 30))
+
+
+
