@@ -18,10 +18,10 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Model
 
-from kfp_gpu import gpu as gpu_request
 from kfp_gpu.components.combine_shards.component import combine_shards
 from kfp_gpu.components.evaluate_shard.component import evaluate_shard
 from kfp_gpu.components.plan_shards.component import plan_shards
+from kfp_gpu.gpu import parse
 
 NAME = "fractional-eval"
 DEFAULT_SHARDS = 4
@@ -52,7 +52,7 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
     Raises:
         ValueError: invalid GPU request or shards < 1 (before compilation).
     """
-    request = gpu_request.parse(gpu if gpu is not None else default_gpu(shards))
+    request = parse(gpu if gpu is not None else default_gpu(shards))
 
     @dsl.pipeline(name=NAME, description="Evaluate a Keras classifier on K shards of a test "
                   "set in parallel, each on a fraction of a GPU, and combine the metrics.")

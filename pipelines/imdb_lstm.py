@@ -9,9 +9,9 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 
 from kfp import dsl
 
-from kfp_gpu import gpu as gpu_request
 from kfp_gpu.components.prep_text.component import prep_text
 from kfp_gpu.components.train_text_classifier.component import train_text_classifier
+from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
 
 NAME = "imdb-lstm"
@@ -31,7 +31,7 @@ def build(gpu: str = DEFAULT_GPU):
     Raises:
         ValueError: invalid GPU request (raised here, before compilation).
     """
-    request = gpu_request.parse(gpu)
+    request = parse(gpu)
 
     @dsl.pipeline(name=NAME, description="Keras Embedding->LSTM->Dense sentiment classifier on "
                   "IMDB reviews: prep_text -> train_text_classifier (GPU) -> evaluate_classifier.")

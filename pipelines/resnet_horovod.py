@@ -11,9 +11,9 @@ trainer runs with ``mpirun -np 2`` on CPU.
 
 from kfp import dsl
 
-from kfp_gpu import gpu as gpu_request
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
+from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
 
 NAME = "resnet-horovod"
@@ -30,7 +30,7 @@ def build(gpu: str = DEFAULT_GPU):
     Raises:
         ValueError: invalid GPU request (raised here, before compilation).
     """
-    request = gpu_request.parse(gpu)
+    request = parse(gpu)
 
     @dsl.pipeline(name=NAME, description="Horovod ResNet on Fashion-MNIST (or synthetic "
                   "images) as a Kubeflow MPIJob: prep_images -> train_resnet_mpijob -> "

@@ -121,7 +121,7 @@ def test_device_plugin_configs_follow_the_plugin_format():
         assert rr["renameByDefault"] is True
         assert rr["resources"][0]["name"] == gpu.GPU_RESOURCE
         assert f"{rr['resources'][0]['name']}.shared" == shared.resource_name
-        assert rr["resources"][0]["replicas"] == shared.replicas
+        assert rr["resources"][0]["replicas"] == shared.sharing.replicas
 
 
 def test_device_plugin_schema_rejects_bad_configs():

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import typer
 
-from kfp_gpu import gpu as gpu_model
+from kfp_gpu import gpu
 
 MPI_OPERATOR_RELEASE = "v0.6.0"
 MPIJOB_CRD = "mpijobs.kubeflow.org"
@@ -148,7 +148,7 @@ class Needs:
         source: where the needs came from, for the report.
     """
 
-    request: gpu_model.GpuRequest | None = None
+    request: gpu.GpuRequest | None = None
     resources: dict[str, int] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     mpi: bool = False
@@ -193,14 +193,14 @@ class Report:
 # ----------------------------------------------------------------------------- needs
 
 
-def needs_from_request(request: gpu_model.GpuRequest, *, mpi: bool = False,
+def needs_from_request(request: gpu.GpuRequest, *, mpi: bool = False,
                        source: str = "") -> Needs:
     """Needs of one GPU request (resource names and selector from ``pod_fragment``)."""
     frag = request.pod_fragment()
     # HAMi's gpumem / gpucores are not node resources (its scheduler reads the node
     # registration annotation): they are checked in _fits, not against allocatable.
     res = {k: int(float(v)) for k, v in frag["resources"]["limits"].items()
-           if k not in (gpu_model.HAMI_MEM_RESOURCE, gpu_model.HAMI_CORES_RESOURCE)}
+           if k not in (gpu.HAMI_MEM_RESOURCE, gpu.HAMI_CORES_RESOURCE)}
     return Needs(request=request, resources=res, node_selector=dict(frag["nodeSelector"]),
                  mpi=mpi, source=source or f"--gpu {request.to_text()}")
 
@@ -218,7 +218,7 @@ def _creates_mpijob(container: dict) -> bool:
     return fn in MPIJOB_COMPONENTS or "kfp-gpu-launcher" in container.get("image", "")
 
 
-def needs_from_pipeline(spec: dict, request: gpu_model.GpuRequest | None = None,
+def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
                         source: str = "") -> Needs:
     """Needs of a compiled KFP pipeline (IR YAML loaded as dict).
 
@@ -297,7 +297,7 @@ def _fits(node: Node, needs: Needs) -> str:
         have = node.allocatable.get(name, 0.0)
         if have < qty:
             return f"{name}: {_fmt(have)} allocatable < {qty}"
-        physical = hami_gpus(node) if name == gpu_model.GPU_RESOURCE else 0
+        physical = hami_gpus(node) if name == gpu.GPU_RESOURCE else 0
         if physical and qty > physical:
             return (f"{name}: HAMi vGPUs on {physical} physical GPUs < {qty} (one pod's "
                     "vGPUs must be on distinct GPUs)")
@@ -311,8 +311,8 @@ def _fits(node: Node, needs: Needs) -> str:
             return (f"HAMi: {len(big)} GPUs with >= {req.memory_mib} MiB, "
                     f"{req.count} needed")
     if req is not None and req.kind in ("fraction", "gpu-memory"):
-        if node.allocatable.get(gpu_model.GPU_RESOURCE, 0.0) < 1:
-            return f"no {gpu_model.GPU_RESOURCE}"
+        if node.allocatable.get(gpu.GPU_RESOURCE, 0.0) < 1:
+            return f"no {gpu.GPU_RESOURCE}"
         if req.kind == "gpu-memory":
             mem = node.labels.get("nvidia.com/gpu.memory", "")
             if mem.isdigit() and int(mem) < req.memory_mib:
@@ -568,7 +568,7 @@ def doctor_command(
     pipeline: str | None = typer.Option(
         None, "--pipeline", help="Catalog pipeline name or compiled pipeline YAML whose "
         "needs to check (GPU request, MPI Operator, launcher RBAC)."),
-    gpu: str | None = typer.Option(
+    gpu_text: str | None = typer.Option(
         None, "--gpu", help="GPU request to check, e.g. 'gpu:2', 'mig:1g.10gb', "
         "'shared:1,renamed=true', 'metagpu:50' (replaces the pipeline's own)."),
     namespace: str = typer.Option(DEFAULT_NAMESPACE, "--namespace", "-n",
@@ -591,7 +591,7 @@ def doctor_command(
     """
     needs = None
     try:
-        request = gpu_model.parse(gpu) if gpu else None
+        request = gpu.parse(gpu_text) if gpu_text else None
         if pipeline:
             import yaml
 

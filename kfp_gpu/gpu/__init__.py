@@ -1,8 +1,12 @@
 """GPU requests: the typed request model and what it renders to.
 
 - :mod:`kfp_gpu.gpu.request`: parse/validate the text form (``gpu:1``, ``mig:1g.10gb``,
-  ``fraction:0.5``, ...) into a :class:`GpuRequest`; render it to KFP task settings and pod
-  fragments.
+  ``fraction:0.5``, ...) into a :class:`GpuRequest`.
+- :mod:`kfp_gpu.gpu.kinds`: one module per request kind (none, whole GPUs, MIG, shared
+  time-slicing/MPS replicas, KAI/Run:ai fraction and gpu-memory, MetaGPU, HAMi).
+- :mod:`kfp_gpu.gpu.render`: a request onto a KFP task, or into a pod-spec fragment.
+- :mod:`kfp_gpu.gpu.names`: the resource names, labels, annotations and environment
+  variables written, with their upstream sources.
 - :mod:`kfp_gpu.gpu.mig`: MIG profile tables per GPU model.
 - :mod:`kfp_gpu.gpu.memory_cap`: the runtime side, capping TensorFlow's GPU memory to the
   share the request told the container.
@@ -11,8 +15,7 @@ The request model's public names are re-exported here (``from kfp_gpu import gpu
 gpu.parse("gpu:1")``).
 """
 
-from kfp_gpu.gpu.request import (
-    ACCEPTED,
+from kfp_gpu.gpu.names import (
     DEFAULT_QUEUE_LABEL,
     FRACTION_ANNOTATION,
     GPU_RESOURCE,
@@ -20,7 +23,6 @@ from kfp_gpu.gpu.request import (
     HAMI_CORES_RESOURCE,
     HAMI_MEM_RESOURCE,
     KIND_ENV,
-    KINDS,
     MEMORY_ANNOTATION,
     MEMORY_ENV,
     METAGPU_RESOURCE,
@@ -29,10 +31,9 @@ from kfp_gpu.gpu.request import (
     SHARE_ENV,
     SHARED_RESOURCE,
     SHARING_STRATEGY_LABEL,
-    GpuRequest,
-    KfpCannotExpressWarning,
-    parse,
 )
+from kfp_gpu.gpu.render import KfpCannotExpressWarning
+from kfp_gpu.gpu.request import ACCEPTED, KINDS, GpuRequest, KaiQueue, Sharing, parse
 
 __all__ = [
     "ACCEPTED",
@@ -53,6 +54,8 @@ __all__ = [
     "SHARE_ENV",
     "SHARING_STRATEGY_LABEL",
     "GpuRequest",
+    "KaiQueue",
     "KfpCannotExpressWarning",
+    "Sharing",
     "parse",
 ]

@@ -25,7 +25,7 @@ import os
 import shutil
 import subprocess
 
-from kfp_gpu.gpu.request import KIND_ENV, MEMORY_ENV, SHARE_ENV
+from kfp_gpu.gpu.names import KIND_ENV, MEMORY_ENV, SHARE_ENV
 
 log = logging.getLogger(__name__)
 

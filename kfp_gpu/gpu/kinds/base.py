@@ -1,0 +1,102 @@
+"""What every request kind answers, with the defaults of a kind that asks for nothing.
+
+A kind module subclasses :class:`Kind` and overrides what differs. Kinds read the fields of
+a :class:`kfp_gpu.gpu.request.GpuRequest` (passed as ``r``) and return plain values; they
+never construct one (``parse`` returns the fields), so this package does not import the
+request module.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_INT = re.compile(r"^\d+$")
+
+#: The accepted text forms, appended to every parse error.
+ACCEPTED = ("accepted: 'none', 'gpu:N[,product=P]', 'mig:PROFILE[,model=M]', "
+            "'shared:N[,replicas=R][,strategy=time-slicing|mps][,renamed=true]', "
+            "'fraction:F' (0<F<=1)[,queue=Q], 'gpu-memory:MiB[,queue=Q]', "
+            "'metagpu:UNITS' (integer 1..100, 100 = 1 GPU), 'hami:N[,mem=MiB][,cores=1..100]'")
+
+
+def num(x: float) -> str:
+    """Shortest exact decimal text of a share (1.0 -> '1', 0.25 -> '0.25'); round-trips."""
+    return repr(float(x)) if float(x) != int(x) else str(int(x))
+
+
+def parse_int(kind: str, what: str, text: str, lo: int = 0, hi: int | None = None) -> int:
+    """``text`` as an integer in ``lo..hi``.
+
+    Raises:
+        ValueError: naming the kind, the field, the range and the accepted forms.
+    """
+    t = text.strip()
+    if not _INT.match(t) or int(t) < lo or (hi is not None and int(t) > hi):
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        hint = ""
+        if kind in ("gpu", "shared", "hami") and what == "count":
+            hint = ("; for part of a GPU use 'fraction:F' (0<F<=1), 'gpu-memory:MiB', "
+                    "'metagpu:UNITS' or 'mig:PROFILE'")
+        raise ValueError(f"{kind}: {what} must be an integer {rng}, got {text!r}{hint}; "
+                         f"{ACCEPTED}")
+    return int(t)
+
+
+class Kind:
+    """A request kind: how its text parses, what it validates and what it renders to.
+
+    Attributes:
+        name: the text form's head (``gpu``, ``mig``, ...).
+        options: option keys accepted after the comma.
+        count_parameter: a pipeline parameter may give the resource count.
+    """
+
+    name = "none"
+    options: frozenset[str] = frozenset()
+    count_parameter = False
+
+    def parse(self, value: str, opts: dict[str, str]) -> dict[str, Any]:
+        """GpuRequest fields of ``<name>:<value>,<opts>`` (raises ValueError)."""
+        return {}
+
+    def validate(self, r) -> None:
+        """Raise ValueError naming the accepted values if ``r`` is not a valid request."""
+
+    def normalized(self, r) -> dict[str, Any]:
+        """Fields to set to their canonical form after validation (e.g. the MIG profile)."""
+        return {}
+
+    def resource(self, r) -> tuple[str, int]:
+        """The one extended resource a KFP task gets and its quantity (``("", 0)``: none)."""
+        return "", 0
+
+    def extra_limits(self, r) -> dict[str, str]:
+        """Further resources, for pod templates the suite writes itself (not KFP tasks)."""
+        return {}
+
+    def share(self, r) -> float:
+        """GPUs' worth of device memory this request may use on the device(s) it sees."""
+        return 0.0
+
+    def physical_share(self, r) -> float:
+        """Fraction of physical GPU memory held."""
+        return self.share(r)
+
+    def gpus_per_pod(self, r) -> int:
+        """Devices each pod sees (MPIJob ``slotsPerWorker``)."""
+        return 0
+
+    def node_selector(self, r) -> dict[str, str]:
+        """Kind-specific node selector (the product selector is common)."""
+        return {}
+
+    def annotations(self, r) -> dict[str, str]:
+        return {}
+
+    def labels(self, r) -> dict[str, str]:
+        return {}
+
+    def text(self, r) -> tuple[str, list[str]]:
+        """``(head value, options)`` of the canonical text form."""
+        return "", []

@@ -1,0 +1,96 @@
+"""KAI Scheduler / Run:ai fractions: ``fraction:F`` (pod annotation ``gpu-fraction: "F"``)
+and ``gpu-memory:MiB`` (annotation ``gpu-memory: "MiB"``), no accelerator limit; the queue
+is a pod label (``kai.scheduler/queue``, or ``runai/queue`` on Run:ai via
+``queue-label=``). Upstream: NVIDIA/KAI-Scheduler docs ``docs/gpu-sharing``. The scheduler
+itself is chosen outside the pod spec KFP writes (namespace default / admission webhook)."""
+
+import math
+from dataclasses import dataclass
+
+from kfp_gpu.gpu.kinds.base import ACCEPTED, Kind, num, parse_int
+from kfp_gpu.gpu.names import DEFAULT_QUEUE_LABEL, FRACTION_ANNOTATION, MEMORY_ANNOTATION
+
+
+@dataclass(frozen=True)
+class KaiQueue:
+    """The scheduling queue: label ``label`` = ``name`` on the pod ("" name = no label)."""
+
+    name: str = ""
+    label: str = DEFAULT_QUEUE_LABEL
+
+
+def _queue(opts: dict[str, str]) -> KaiQueue:
+    return KaiQueue(opts.get("queue", ""), opts.get("queue-label", DEFAULT_QUEUE_LABEL))
+
+
+def _valid_fraction(f) -> bool:
+    return isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f <= 1.0
+
+
+class _Kai(Kind):
+    options = frozenset({"queue", "queue-label"})
+
+    def share(self, r):
+        return 1.0
+
+    def gpus_per_pod(self, r):
+        return 1
+
+    def labels(self, r):
+        return {r.queue.label: r.queue.name} if r.queue.name else {}
+
+    def queue_options(self, r) -> list[str]:
+        if not r.queue.name:
+            return []
+        label = [f"queue-label={r.queue.label}"] if r.queue.label != DEFAULT_QUEUE_LABEL else []
+        return [f"queue={r.queue.name}", *label]
+
+
+class Fraction(_Kai):
+    name = "fraction"
+
+    def parse(self, value, opts):
+        try:
+            f = float(value)
+        except ValueError:
+            f = float("nan")
+        if not _valid_fraction(f):
+            raise ValueError(f"fraction must be a number with 0 < F <= 1, got {value!r}; "
+                             f"for whole GPUs use 'gpu:N'; {ACCEPTED}")
+        return {"kind": "fraction", "fraction": f, "queue": _queue(opts)}
+
+    def validate(self, r):
+        if not _valid_fraction(r.fraction):
+            raise ValueError(f"fraction must be a number with 0 < F <= 1, got {r.fraction!r}; "
+                             "for more than one GPU use 'gpu:N'")
+
+    def share(self, r):
+        return float(r.fraction)
+
+    def annotations(self, r):
+        return {FRACTION_ANNOTATION: num(r.fraction)}
+
+    def text(self, r):
+        return num(r.fraction), self.queue_options(r)
+
+
+class GpuMemory(_Kai):
+    name = "gpu-memory"
+
+    def parse(self, value, opts):
+        return {"kind": "gpu-memory", "memory_mib": parse_int(self.name, "MiB", value, lo=1),
+                "queue": _queue(opts)}
+
+    def validate(self, r):
+        if r.memory_mib < 1:
+            raise ValueError(f"gpu-memory: MiB must be an integer >= 1, got {r.memory_mib!r}")
+
+    def annotations(self, r):
+        return {MEMORY_ANNOTATION: str(r.memory_mib)}
+
+    def text(self, r):
+        return str(r.memory_mib), self.queue_options(r)
+
+
+FRACTION = Fraction()
+GPU_MEMORY = GpuMemory()

@@ -1,0 +1,81 @@
+"""``shared:N``: N time-slicing or MPS replicas of a GPU (k8s-device-plugin ``sharing``
+config): ``nvidia.com/gpu: N``, or ``nvidia.com/gpu.shared`` with ``renameByDefault``;
+``strategy=`` selects nodes by the GFD label ``nvidia.com/gpu.sharing-strategy``."""
+
+from dataclasses import dataclass
+
+from kfp_gpu.gpu.kinds.base import Kind, parse_int
+from kfp_gpu.gpu.kinds.whole import product_option, require_count
+from kfp_gpu.gpu.names import GPU_RESOURCE, SHARED_RESOURCE, SHARING_STRATEGY_LABEL
+
+STRATEGIES = ("time-slicing", "mps")
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """The device plugin's sharing config as the request knows it.
+
+    Attributes:
+        replicas: replicas per GPU in the plugin's config (0 = unknown); the memory share of
+            ``shared:N`` is N/replicas.
+        strategy: ``time-slicing`` or ``mps`` ("" = no node selector).
+        renamed: request ``nvidia.com/gpu.shared`` (``renameByDefault: true``).
+    """
+
+    replicas: int = 0
+    strategy: str = ""
+    renamed: bool = False
+
+
+class SharedReplicas(Kind):
+    name = "shared"
+    options = frozenset({"product", "replicas", "strategy", "renamed"})
+    count_parameter = True
+
+    def parse(self, value, opts):
+        renamed = opts.get("renamed", "false").lower()
+        if renamed not in ("true", "false"):
+            raise ValueError(f"shared: renamed must be true or false, got {renamed!r}")
+        replicas = (parse_int(self.name, "replicas", opts["replicas"], lo=1)
+                    if "replicas" in opts else 0)
+        return {"kind": "shared", "count": parse_int(self.name, "count", value, lo=1),
+                "product": opts.get("product", ""),
+                "sharing": Sharing(replicas, opts.get("strategy", ""), renamed == "true")}
+
+    def validate(self, r):
+        require_count(r)
+        s = r.sharing
+        if s.replicas < 0:
+            raise ValueError(f"shared: replicas must be an integer >= 1, got {s.replicas}")
+        if s.replicas and r.count > s.replicas:
+            raise ValueError(f"shared: {r.count} replicas asked but the plugin makes only "
+                             f"{s.replicas} per GPU; use gpu:N for whole GPUs")
+        if s.strategy not in ("", *STRATEGIES):
+            raise ValueError(f"shared: strategy must be 'time-slicing' or 'mps', "
+                             f"got {s.strategy!r}")
+
+    def resource(self, r):
+        return (SHARED_RESOURCE if r.sharing.renamed else GPU_RESOURCE), r.count
+
+    def share(self, r):
+        return r.count / r.sharing.replicas if r.sharing.replicas else float(r.count)
+
+    def gpus_per_pod(self, r):
+        return r.count
+
+    def node_selector(self, r):
+        return {SHARING_STRATEGY_LABEL: r.sharing.strategy} if r.sharing.strategy else {}
+
+    def text(self, r):
+        s = r.sharing
+        opts = product_option(r)
+        if s.replicas:
+            opts.append(f"replicas={s.replicas}")
+        if s.strategy:
+            opts.append(f"strategy={s.strategy}")
+        if s.renamed:
+            opts.append("renamed=true")
+        return str(r.count), opts
+
+
+KIND = SharedReplicas()

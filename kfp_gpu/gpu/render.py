@@ -1,0 +1,117 @@
+"""A GPU request rendered onto a KFP task, or into a pod-spec fragment.
+
+KFP limits (kfp 2.17, kfp-kubernetes 2.17): a task carries ONE accelerator resource
+(``PipelineTask.set_accelerator_type`` / ``set_accelerator_limit``, a non-negative integer)
+and has no ``schedulerName``; tolerations, node selectors and pod annotations/labels come
+from ``kfp.kubernetes`` (``add_toleration``, ``add_node_selector``, ``add_pod_annotation``,
+``add_pod_label``). So HAMi's second and third resources are only written by
+:func:`pod_fragment` (pod templates the suite writes itself, e.g. MPIJob Workers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+from kfp_gpu.gpu.kinds import REGISTRY
+from kfp_gpu.gpu.names import SHARE_ENV
+
+
+class KfpCannotExpressWarning(UserWarning):
+    """A part of the request that a KFP task cannot carry (see the message for what to do)."""
+
+
+def _count_limit(r, count):
+    """The accelerator limit for a ``count`` override; an int re-renders the request."""
+    kind = REGISTRY[r.kind]
+    if not kind.count_parameter:
+        raise ValueError(f"a count parameter applies to gpu, shared and hami requests, "
+                         f"not {r.kind!r}")
+    if isinstance(count, int):
+        if count < 1:
+            raise ValueError(f"count must be an integer >= 1, got {count}")
+        return None
+    if r.kind == "shared" and r.sharing.replicas:
+        raise ValueError(
+            "a count parameter cannot carry the share of time-sliced/MPS replicas "
+            "(count/replicas); give the count at compile time: 'shared:N,replicas=R'")
+    return count
+
+
+def apply_to_task(r, task, count=None):
+    """Render the request ``r`` onto a KFP ``PipelineTask``; returns the task.
+
+    Sets the accelerator type and integer limit (when the kind has a resource), the GPU
+    toleration, node selectors, pod annotations/labels and the environment.
+
+    Args:
+        r: a :class:`kfp_gpu.gpu.request.GpuRequest`.
+        task: a ``kfp.dsl.PipelineTask``.
+        count: optional override of the resource count: an int or a pipeline parameter
+            (``PipelineChannel``), so integer counts stay pipeline parameters. Only for
+            kinds ``gpu``, ``shared`` and ``hami``; with a parameter, :data:`SHARE_ENV` is
+            left out (whole devices: no cap is needed).
+
+    Raises:
+        ValueError: ``count`` given for a kind without an integer count.
+    Warns:
+        KfpCannotExpressWarning: for ``hami`` with ``mem``/``cores``.
+    """
+    if r.kind == "none":
+        return task
+    # kfp-kubernetes is only needed when a pipeline is compiled.
+    from kfp import kubernetes
+
+    env = r.env()
+    limit = r.resource_count
+    if count is not None:
+        limit = _count_limit(r, count)
+        if limit is None:
+            return apply_to_task(dataclasses.replace(r, count=count), task)
+        env.pop(SHARE_ENV, None)
+    if r.resource_name:
+        task.set_accelerator_type(r.resource_name).set_accelerator_limit(limit)
+    if REGISTRY[r.kind].extra_limits(r):
+        warnings.warn(
+            "KFP tasks carry one accelerator resource: nvidia.com/gpumem and "
+            "nvidia.com/gpucores are not written into the task pod (HAMi then applies its "
+            "device-plugin defaults); the runtime TensorFlow cap still applies mem. For the "
+            "full HAMi form use GpuRequest.pod_fragment() in a pod template (MPIJob workers).",
+            KfpCannotExpressWarning, stacklevel=3)
+    for tol in r.tolerations():
+        kubernetes.add_toleration(task, key=tol["key"], operator=tol["operator"],
+                                  effect=tol["effect"])
+    for key, value in r.node_selector().items():
+        kubernetes.add_node_selector(task, label_key=key, label_value=value)
+    for key, value in r.annotations().items():
+        kubernetes.add_pod_annotation(task, annotation_key=key, annotation_value=value)
+    for key, value in r.labels().items():
+        kubernetes.add_pod_label(task, label_key=key, label_value=value)
+    for key, value in env.items():
+        task.set_env_variable(key, value)
+    return task
+
+
+def pod_fragment(r) -> dict:
+    """Pod-spec pieces for pod templates the suite writes itself (e.g. MPIJob workers).
+
+    Returns:
+        ``{"resources": {"limits": {name: qty}, "requests": {name: qty}},
+        "annotations": {...}, "labels": {...}, "env": [{"name", "value"}...],
+        "tolerations": [k8s toleration dicts], "nodeSelector": {...}}``; quantities are
+        strings; extended resources have requests == limits (Kubernetes requires it).
+        HAMi gets its full form here: ``nvidia.com/gpu`` + ``nvidia.com/gpumem`` (MiB)
+        + ``nvidia.com/gpucores`` (percent). Empty containers for ``none``.
+    """
+    limits: dict[str, str] = {}
+    if r.resource_name:
+        limits[r.resource_name] = str(r.resource_count)
+    limits.update(REGISTRY[r.kind].extra_limits(r))
+    return {
+        "resources": {"limits": dict(limits), "requests": dict(limits)},
+        "annotations": r.annotations(),
+        "labels": r.labels(),
+        "env": [{"name": k, "value": v} for k, v in r.env().items()],
+        "tolerations": r.tolerations(),
+        "nodeSelector": r.node_selector(),
+    }
