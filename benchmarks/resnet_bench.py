@@ -1,6 +1,6 @@
 """ResNet / Horovod throughput: img/sec for 1 vs N MPI processes, FP32 vs mixed precision + XLA.
 
-Runs the project's trainer (``python -m kfp_gpu.training.horovod_train --mode benchmark``, synthetic
+Runs the project's trainer (``python -m kfp_gpu.cli.train_resnet --mode benchmark``, synthetic
 images, warm-up steps excluded -- the measure of Horovod's
 ``tensorflow2_synthetic_benchmark.py``) under ``mpirun`` and collects rank 0's metrics.
 
@@ -44,7 +44,7 @@ def trainer(np_: int, flags: list[str], timeout: int = 1800) -> dict:
            "--bind-to", "none"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    cmd += [sys.executable, "-m", "kfp_gpu.training.horovod_train", "--mode", "benchmark", *flags]
+    cmd += [sys.executable, "-m", "kfp_gpu.cli.train_resnet", "--mode", "benchmark", *flags]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")

@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from kfp_gpu.build import registry
 from kfp_gpu.cli import app
-from kfp_gpu.cluster import local_run
+from kfp_gpu.cluster import local_run, params
 
 runner = CliRunner()
 
@@ -43,11 +43,12 @@ def test_bad_invocations_fail_with_a_clear_error(args, msg):
 
 def test_typed_params_follow_the_pipeline_signature():
     pipeline = registry.resolve(registry.PIPELINES["imdb-lstm"])()
-    typed = local_run.typed_params(pipeline, {"epochs": "3", "dropout": "0.2",
-                                              "mixed_precision": "yes", "source": "x.csv"})
+    types = params.types_of_pipeline(pipeline)
+    typed = params.typed({"epochs": "3", "dropout": "0.2", "mixed_precision": "yes",
+                          "source": "x.csv"}, types)
     assert typed == {"epochs": 3, "dropout": 0.2, "mixed_precision": True, "source": "x.csv"}
     with pytest.raises(ValueError, match="not a boolean"):
-        local_run.typed_params(pipeline, {"mixed_precision": "maybe"})
+        params.typed({"mixed_precision": "maybe"}, types)
 
 
 def test_data_dir_selects_the_real_data(shared_data):

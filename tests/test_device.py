@@ -117,11 +117,11 @@ def test_apply_gpu_share_sets_logical_device_limit_per_gpu(monkeypatch):
 
 
 def test_horovod_rank_caps_only_its_pinned_gpu(monkeypatch):
-    """A Horovod rank (kfp_gpu.training.horovod_train._setup_devices) pins GPU local_rank and caps
+    """A Horovod rank (kfp_gpu.training.horovod_runtime.setup_devices) pins GPU local_rank and caps
     that one device to a fractional share; with a whole-GPU request it uses memory growth."""
     import tensorflow as tf
 
-    from kfp_gpu.training import horovod_train
+    from kfp_gpu.training import horovod_runtime
 
     fake = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(2)]
     calls = []
@@ -141,13 +141,13 @@ def test_horovod_rank_caps_only_its_pinned_gpu(monkeypatch):
 
     for key, value in {**gpu.parse("fraction:0.5").env(), memory_cap.TOTAL_ENV: "80000"}.items():
         monkeypatch.setenv(key, value)
-    assert horovod_train._setup_devices(Rank1) == "/physical_device:GPU:1"
+    assert horovod_runtime.setup_devices(Rank1) == "/physical_device:GPU:1"
     assert calls == [("visible", "/physical_device:GPU:1"),
                      ("cap", "/physical_device:GPU:1", 40000)]
     calls.clear()
     for key, value in gpu.parse("gpu:2").env().items():
         monkeypatch.setenv(key, value)
-    horovod_train._setup_devices(Rank1)
+    horovod_runtime.setup_devices(Rank1)
     assert calls == [("visible", "/physical_device:GPU:1"), ("growth", "/physical_device:GPU:1")]
 
 

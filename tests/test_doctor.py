@@ -16,6 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from kfp_gpu import gpu
+from kfp_gpu.cli import doctor as doctor_cli
 from kfp_gpu.cluster import doctor
 from tests.doubles.k8s_cluster import FakeCluster, kai_queue_crd, mpijob_crd, recorded_nodes
 from tests.doubles.kfp_api import FakeKfp
@@ -140,7 +141,7 @@ def test_report_renders_a_table():
 
 def run(cluster: FakeCluster, tmp_path: Path, *args: str, token: str = "admin-token"):
     app = typer.Typer()
-    app.command()(doctor.doctor_command)
+    app.command()(doctor_cli.doctor_command)
     kc = cluster.kubeconfig(tmp_path / f"kubeconfig-{token}", token=token)
     return CliRunner().invoke(app, ["--kubeconfig", str(kc), *args])
 
@@ -232,7 +233,7 @@ def test_bad_request_is_a_usage_error(tmp_path):
                     reason="set KFP_GPU_E2E_KUBECONFIG (and KFP_GPU_E2E_GPU) for a real cluster")
 def test_e2e_doctor_real_cluster(tmp_path):
     app = typer.Typer()
-    app.command()(doctor.doctor_command)
+    app.command()(doctor_cli.doctor_command)
     args = ["--kubeconfig", os.environ["KFP_GPU_E2E_KUBECONFIG"],
             "--gpu", os.environ.get("KFP_GPU_E2E_GPU", "gpu:1")]
     if os.environ.get("KFP_GPU_E2E_NAMESPACE"):

@@ -36,7 +36,7 @@ def _mpirun(args, np_=2, program=None):
            "--output-filename", str(logs)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    cmd += program or [sys.executable, "-m", "kfp_gpu.training.horovod_train"]
+    cmd += program or [sys.executable, "-m", "kfp_gpu.cli.train_resnet"]
     try:
         proc = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=500,
                               errors="replace", check=False)
@@ -89,7 +89,7 @@ def test_rank0_model_loads_and_beats_chance(fashion_run, shared_data):
     assert acc > 0.3, acc  # chance is 0.10 on 10 balanced classes
     assert m["test_accuracy"] > 0.3 and m["test_rows"] == 10000
     # the saved weights are the ones every rank ended with
-    from kfp_gpu.training.horovod_train import weights_checksum
+    from kfp_gpu.training.horovod_metrics import weights_checksum
 
     assert weights_checksum(model.get_weights())["sha256"] == m["ranks"][0]["checksum"]["sha256"]
 

@@ -247,6 +247,6 @@ def test_mpi_operator_is_a_pinned_release():
     assert m, f"not a pinned upstream release tag: {refs[0]}"
     from kfp_gpu.cluster import doctor
     assert m.group(1) == doctor.MPI_OPERATOR_RELEASE
-    # The release serves the API version the MPIJob builder writes.
+    # doctor looks for the CRD of the API the MPIJob builder writes (one set of names).
     from kfp_gpu.mpi import crd
-    assert crd.API_VERSION == f"{doctor.MPIJOB_GROUP}/{doctor.MPIJOB_VERSION}"
+    assert doctor.MPIJOB_CRD == f"{crd.PLURAL}.{crd.GROUP}"

@@ -30,7 +30,7 @@ from kfp import dsl
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
 from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
 from kfp_gpu.mpi import crd, launcher, mpijob, names, ssh, volumes
-from kfp_gpu.training import datasets, horovod_train
+from kfp_gpu.training import datasets, horovod_config, horovod_metrics, horovod_runtime
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 
 NS = "ml"
@@ -79,7 +79,7 @@ def trainer_metrics_line(world_size: int, batch: int = 32) -> tuple[dict, str]:
     metrics = {"mode": "train", "model": "small", "global_batch_size": batch * world_size,
                "final_loss": 0.61, "final_accuracy": 0.78, "test_loss": 0.66,
                "test_accuracy": 0.76, "global_step": 40, "epochs_run": 1,
-               **horovod_train.summarize(ranks, batch)}
+               **horovod_metrics.summarize(ranks, batch)}
     return {**metrics, "ranks": ranks}, "[1,0]<stdout>:METRICS " + json.dumps(metrics)
 
 
@@ -99,7 +99,7 @@ class RankZeroController(ScriptedController):
     Before the job runs it waits for the component's MPIJob record (``record``) and notes
     whether the record existed then and the Model output did not (``record_first``).
     ``model`` (a keras.Model) is saved with the trainer's own writer at the model directory
-    the posted argv resolves to (``horovod_train.TrainConfig``), unless the job fails; so is
+    the posted argv resolves to (``horovod_config.HorovodConfig``), unless the job fails; so is
     ``metrics`` (rank 0's full metrics dict) at the metrics path, when given.
     """
 
@@ -119,13 +119,13 @@ class RankZeroController(ScriptedController):
                 self.model_output is not None and self.model_output.exists())
         if self.model is not None and self.outcome == "Succeeded":
             argv = launcher_argv(job)
-            cfg = horovod_train.TrainConfig(
+            cfg = horovod_config.HorovodConfig(
                 mode="train", output_dir=_flag(argv, "--output-dir"),
                 model_dir=_flag(argv, "--model-dir"),
                 metrics_path=_flag(argv, "--metrics-path")).resolved()
-            horovod_train._save_model(self.model, cfg.model_dir)
+            horovod_runtime.save_model(self.model, cfg.model_dir)
             if self.metrics is not None:
-                horovod_train._write_json(cfg.metrics_path, self.metrics)
+                horovod_runtime.write_json(cfg.metrics_path, self.metrics)
         super().run(kube, ns, name)
 
 
@@ -252,7 +252,7 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
                    "name": name, "uid": job["metadata"]["uid"]}
 
     # -- metrics parsed from the launcher log (not from a file: none was written)
-    assert not (work / horovod_train.METRICS_FILE).exists()
+    assert not (work / horovod_config.METRICS_FILE).exists()
     assert json.loads(Path(out.trainer_metrics.path).read_text())["metrics_source"] == "log"
     got = out.metrics.metadata
     assert got["img_per_sec_per_gpu"] == pytest.approx(expected["img_per_sec_per_gpu"])
@@ -360,7 +360,7 @@ def test_cluster_mode_reads_rank0_metrics_json_with_per_rank_figures(kube, data,
 
     run_component(out, work)
 
-    assert json.loads((work / horovod_train.METRICS_FILE).read_text()) == expected
+    assert json.loads((work / horovod_config.METRICS_FILE).read_text()) == expected
     full = json.loads(Path(out.trainer_metrics.path).read_text())
     assert full["metrics_source"] == "file"
     assert [r["rank"] for r in full["ranks"]] == list(range(world))
@@ -379,7 +379,7 @@ def test_stale_metrics_json_loses_to_the_log(kube, data, tmp_path, keras_model):
     stale = {**expected, "global_step": 7, "img_per_sec_total": 1.0}
     work = tmp_path / "pvc" / "resnet-work"
     work.mkdir(parents=True)
-    (work / horovod_train.METRICS_FILE).write_text(json.dumps(stale))
+    (work / horovod_config.METRICS_FILE).write_text(json.dumps(stale))
     out = Outputs(tmp_path / "attempt1", tmp_path / "in")
     kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
                                          step_s=0.01, model=keras_model)

@@ -11,8 +11,7 @@ from kfp import dsl
 
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
 from kfp_gpu.mpi import mpijob, mpirun
-from kfp_gpu.training import horovod_train as ht
-from kfp_gpu.training import resnet_data
+from kfp_gpu.training import horovod_config, horovod_metrics, resnet_data
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,20 +60,20 @@ def test_load_source_npz_and_errors(tmp_path):
 
 
 def test_scaled_lr_warms_up_linearly_to_size_times_base():
-    assert ht.scaled_lr(0, 0.1, 4, 10) == pytest.approx(0.1)
-    assert ht.scaled_lr(5, 0.1, 4, 10) == pytest.approx(0.25)
-    assert ht.scaled_lr(10, 0.1, 4, 10) == pytest.approx(0.4)
-    assert ht.scaled_lr(0, 0.1, 4, 0) == pytest.approx(0.4)
+    assert horovod_config.scaled_lr(0, 0.1, 4, 10) == pytest.approx(0.1)
+    assert horovod_config.scaled_lr(5, 0.1, 4, 10) == pytest.approx(0.25)
+    assert horovod_config.scaled_lr(10, 0.1, 4, 10) == pytest.approx(0.4)
+    assert horovod_config.scaled_lr(0, 0.1, 4, 0) == pytest.approx(0.4)
 
 
 def test_summarize_and_checksum():
     w = [np.ones((2, 2), np.float32), np.zeros(3, np.float32)]
-    c = ht.weights_checksum(w)
-    assert c["sum"] == 4.0 and c == ht.weights_checksum([a.copy() for a in w])
+    c = horovod_metrics.weights_checksum(w)
+    assert c["sum"] == 4.0 and c == horovod_metrics.weights_checksum([a.copy() for a in w])
     w2 = [w[0] + np.float32(1e-7), w[1]]
-    assert ht.weights_checksum(w2)["sha256"] != c["sha256"]  # one ulp changes the digest
-    s = ht.summarize([{"img_per_sec": 100.0, "checksum": c},
-                      {"img_per_sec": 300.0, "checksum": ht.weights_checksum(w2)}], 32)
+    assert horovod_metrics.weights_checksum(w2)["sha256"] != c["sha256"]  # one ulp changes the digest
+    s = horovod_metrics.summarize([{"img_per_sec": 100.0, "checksum": c},
+                      {"img_per_sec": 300.0, "checksum": horovod_metrics.weights_checksum(w2)}], 32)
     assert s["img_per_sec_per_gpu"] == 200.0 and s["img_per_sec_total"] == 400.0
     assert s["ms_per_step"] == pytest.approx(160.0)
     assert s["weights_identical"] is False and s["weights_sum_spread"] > 0
@@ -85,13 +84,13 @@ def test_summarize_and_checksum():
     ("batch_size", 0, "batch_size"), ("steps", -1, "steps"), ("lr", 0.0, "lr")])
 def test_config_rejects_bad_values(field, value, match):
     with pytest.raises(ValueError, match=match):
-        ht.TrainConfig(**{field: value}).resolved()
+        horovod_config.HorovodConfig(**{field: value}).resolved()
 
 
 def test_config_defaults():
-    b = ht.TrainConfig(mode="benchmark").resolved()
+    b = horovod_config.HorovodConfig(mode="benchmark").resolved()
     assert (b.model, b.steps, b.image_size, b.batch_size) == ("resnet50", 100, 224, 32)
-    t = ht.TrainConfig(output_dir="gs://b/x/").resolved()
+    t = horovod_config.HorovodConfig(output_dir="gs://b/x/").resolved()
     assert t.model == "small" and t.model_dir == "gs://b/x/model"
     assert t.checkpoint_dir == "gs://b/x/checkpoints"
 

@@ -16,7 +16,11 @@ import yaml
 from typer.testing import CliRunner
 
 from kfp_gpu.build import registry
-from kfp_gpu.cluster import submit
+from kfp_gpu.build.compile import compiled_pipeline
+from kfp_gpu.cli import doctor as doctor_cli
+from kfp_gpu.cli import submit as submit_cli
+from kfp_gpu.cluster import kfp_api, submit
+from kfp_gpu.cluster import params as pipeline_params
 from tests.doubles.kfp_api import FakeKfp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,20 +31,20 @@ PIPELINE = "imdb-lstm"
 def _isolated(monkeypatch, tmp_path):
     # kfp.Client reads/writes ~/.config/kfp/context.json; no token unless a test sets one.
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv(submit.TOKEN_ENV, raising=False)
-    monkeypatch.setenv(submit.TOKEN_PATH_ENV, str(tmp_path / "no-token"))
+    monkeypatch.delenv(kfp_api.TOKEN_ENV, raising=False)
+    monkeypatch.setenv(kfp_api.TOKEN_PATH_ENV, str(tmp_path / "no-token"))
     for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST"):
         monkeypatch.delenv(var, raising=False)
 
 
 def cli(*args: str):
     app = typer.Typer()
-    app.command()(submit.submit_command)
+    app.command()(submit_cli.submit_command)
     return CliRunner().invoke(app, list(args))
 
 
 def _spec() -> dict:
-    path, _ = submit.resolve_pipeline(PIPELINE)
+    path, _ = compiled_pipeline(PIPELINE)
     return next(yaml.safe_load_all(path.read_text()))
 
 
@@ -48,7 +52,7 @@ def test_upload_run_wait_succeeded_and_rerun_is_idempotent(monkeypatch):
     spec_inputs = _spec()["root"]["inputDefinitions"]["parameters"]
     int_param = next(k for k, v in spec_inputs.items() if v["parameterType"] == "NUMBER_INTEGER")
     with FakeKfp(tokens={"s3cret"}) as kfp:
-        monkeypatch.setenv(submit.TOKEN_ENV, "s3cret")
+        monkeypatch.setenv(kfp_api.TOKEN_ENV, "s3cret")
         first = cli(PIPELINE, "--host", kfp.url, "--experiment", "ci", "--param",
                     f"{int_param}=3", "--version", "abc123", "--wait", "--timeout", "30",
                     "--poll", "0.05")
@@ -128,7 +132,7 @@ def test_unauthenticated_is_refused_fast_with_reason():
 def test_forbidden_write_is_reported(monkeypatch, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("viewer\n")
-    monkeypatch.setenv(submit.TOKEN_PATH_ENV, str(token_file))  # the SA token path
+    monkeypatch.setenv(kfp_api.TOKEN_PATH_ENV, str(token_file))  # the SA token path
     with FakeKfp(read_only_tokens={"viewer"}) as kfp:
         res = cli(PIPELINE, "--host", kfp.url, "--version", "v1")
         assert res.exit_code == 1
@@ -141,7 +145,7 @@ def test_bad_input_fails_before_any_request():
         res = cli("no-such-pipeline", "--host", kfp.url)
         assert res.exit_code == 2 and all(n in res.output for n in registry.PIPELINES)
         res = cli(PIPELINE, "--host", kfp.url, "--param", "nope=1")
-        assert res.exit_code == 2 and "unknown pipeline parameter 'nope'" in res.output
+        assert res.exit_code == 2 and "unknown parameter 'nope'" in res.output
         res = cli(PIPELINE, "--host", kfp.url, "--param", "novalue")
         assert res.exit_code == 2
         assert kfp.requests == []
@@ -153,17 +157,17 @@ def test_yaml_path_and_typed_params(tmp_path):
     for name, d in params.items():
         raw = {"NUMBER_INTEGER": "7", "NUMBER_DOUBLE": "0.5", "BOOLEAN": "true",
                "STRING": "x", "LIST": "[1, 2]", "STRUCT": '{"a": 1}'}[d["parameterType"]]
-        value = submit.parse_params([f"{name}={raw}"], spec)[name]
+        value = pipeline_params.typed({name: raw}, pipeline_params.types_of_spec(spec))[name]
         assert type(value).__name__ == {"NUMBER_INTEGER": "int", "NUMBER_DOUBLE": "float",
                                         "BOOLEAN": "bool", "STRING": "str", "LIST": "list",
                                         "STRUCT": "dict"}[d["parameterType"]]
     ints = [n for n, d in params.items() if d["parameterType"] == "NUMBER_INTEGER"]
     if ints:
         with pytest.raises(ValueError, match="NUMBER_INTEGER"):
-            submit.parse_params([f"{ints[0]}=1.5"], spec)
+            pipeline_params.typed({ints[0]: "1.5"}, pipeline_params.types_of_spec(spec))
     copy = tmp_path / "mine.yaml"
-    copy.write_text(submit.resolve_pipeline(PIPELINE)[0].read_text())
-    assert submit.resolve_pipeline(str(copy)) == (copy, spec["pipelineInfo"]["name"])
+    copy.write_text(compiled_pipeline(PIPELINE)[0].read_text())
+    assert compiled_pipeline(str(copy)) == (copy, spec["pipelineInfo"]["name"])
 
 
 def test_default_version_name(monkeypatch):
@@ -194,9 +198,7 @@ def test_example_ci_workflow_uses_real_options():
     wf = yaml.safe_load((REPO / "docs" / "ci" / "github-actions.yaml").read_text())
     script = "\n".join(s.get("run", "") for s in wf["jobs"]["run-pipeline"]["steps"])
     script = script.replace("\\\n", " ")
-    from kfp_gpu.cluster import doctor
-
-    commands = {"submit": submit.submit_command, "doctor": doctor.doctor_command}
+    commands = {"submit": submit_cli.submit_command, "doctor": doctor_cli.doctor_command}
     seen = set()
     for line in script.splitlines():
         m = re.search(r"kfp-gpu (submit|doctor)\b(.*)", line)

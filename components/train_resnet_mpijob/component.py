@@ -81,7 +81,7 @@ def train_resnet_mpijob(
         epochs, batch_size (per GPU), steps_per_epoch (0 = whole shard), learning_rate
             (per worker; x world size after lr_warmup_steps linear warm-up), optimizer
             (sgd|adam), model_name (small|resnet50), blocks, width, mixed_precision, xla,
-            seed: trainer settings (kfp_gpu.training.horovod_train).
+            seed: trainer settings (kfp_gpu.training.horovod_config).
         work_dir: cluster: ``gs://`` URI or a path under a PVC mounted on this task with
             ``kfp.kubernetes.mount_pvc`` (passed through: the Workers mount it at the same
             path) where the Workers read the staged data and rank 0 writes model,

@@ -209,14 +209,14 @@ def trainer_args(data: str, test_data: str, output_dir: str, *, epochs: int, bat
                  checkpoint_dir: str = "") -> list[str]:
     """The ``train-resnet`` flags (argv after the program) for train mode.
 
-    Validates them through :class:`kfp_gpu.training.horovod_train.TrainConfig` first.
+    Validates them through :class:`kfp_gpu.training.horovod_config.HorovodConfig` first.
 
     Raises:
         ValueError: an out-of-range setting (before anything is launched).
     """
-    from kfp_gpu.training import horovod_train
+    from kfp_gpu.training import horovod_config
 
-    horovod_train.TrainConfig(
+    horovod_config.HorovodConfig(
         mode="train", model=model, data=data, test_data=test_data, batch_size=batch_size,
         epochs=epochs, steps=steps_per_epoch, lr=learning_rate, lr_warmup_steps=lr_warmup_steps,
         optimizer=optimizer, blocks=blocks, width=width).resolved()
@@ -241,13 +241,13 @@ def trainer_args(data: str, test_data: str, output_dir: str, *, epochs: int, bat
 def run_local(args: Sequence[str], np_: int, metrics_path: str) -> dict:
     """Run the trainer with ``mpirun -np np_`` on this machine; return rank 0's metrics.
 
-    The program is ``python -m kfp_gpu.training.horovod_train`` of this interpreter, so the
+    The program is ``python -m kfp_gpu.cli.train_resnet`` of this interpreter, so the
     ranks use the same environment as the component.
 
     Raises:
         RuntimeError: mpirun exits non-zero (its last output lines in the message).
     """
-    program = [sys.executable, "-m", "kfp_gpu.training.horovod_train", *args]
+    program = [sys.executable, "-m", "kfp_gpu.cli.train_resnet", *args]
     cmd = mpirun.mpirun_command(np_, program, mpirun=mpirun.find_mpirun(),
                                 as_root=os.geteuid() == 0, local=True)
     log.info("running %s", " ".join(cmd))
@@ -376,11 +376,11 @@ def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) 
     """
     from kfp_gpu.mpi import launcher
     from kfp_gpu.mpi.metrics import metrics_from_log
-    from kfp_gpu.training import horovod_train
+    from kfp_gpu.training import horovod_config
 
     result = launcher.launch(job, record_path)
     metrics, source = choose_metrics(
-        read_metrics_file(f"{work_dir}/{horovod_train.METRICS_FILE}"),
+        read_metrics_file(f"{work_dir}/{horovod_config.METRICS_FILE}"),
         metrics_from_log(result.log_tail))
     storage.download_dir(f"{work_dir}/model", model_path)
     metrics["metrics_source"] = source

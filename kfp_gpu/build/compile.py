@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kfp_gpu import storage
-from kfp_gpu.build import registry
-from kfp_gpu.build import images
+from kfp_gpu.build import images, registry
 
 
 @dataclass(frozen=True)
@@ -95,3 +94,27 @@ def check_all(only: str | None = None) -> list[str]:
                 problems.append(f"{t.path}: stale (run `kfp-gpu compile`)\n"
                                 + "\n".join(diff[:20]))
     return problems
+
+
+def compiled_pipeline(ref: str) -> tuple[Path, str]:
+    """Registry pipeline name or YAML path -> (compiled YAML path, pipeline display name).
+
+    Raises:
+        ValueError: neither a registry pipeline nor an existing YAML file (names the
+            registry's pipelines).
+    """
+    if ref in registry.PIPELINES:
+        path = targets(only=ref)[0].path
+        if not path.is_file():
+            raise ValueError(f"compiled YAML for {ref!r} missing at {path}; run "
+                             "`kfp-gpu compile`")
+        return path, ref
+    path = Path(ref)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        import yaml
+
+        doc = next(iter(yaml.safe_load_all(path.read_text())), None) or {}
+        name = doc.get("pipelineInfo", {}).get("name") or path.stem.replace("_", "-")
+        return path, name
+    raise ValueError(f"unknown pipeline {ref!r}; accepted: a catalog pipeline "
+                     f"({', '.join(sorted(registry.PIPELINES))}) or a compiled .yaml file")

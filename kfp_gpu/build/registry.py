@@ -41,3 +41,4 @@ def resolve(ref: str):
     """Import ``"module:attribute"`` and return the attribute."""
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
+

@@ -1,8 +1,10 @@
 """The ``kfp-gpu`` command line (typer).
 
 Commands: ``compile`` (all components and pipelines; ``--check`` for staleness),
-``run`` (a pipeline locally with kfp.local), and the commands registered below from
-their own modules (doctor, submit, train-resnet).
+``run`` (a pipeline locally with kfp.local), and the commands of :mod:`kfp_gpu.cli.doctor`,
+:mod:`kfp_gpu.cli.submit` and :mod:`kfp_gpu.cli.train_resnet`. Library modules are
+imported inside the command functions, so ``kfp-gpu --help`` loads neither TensorFlow nor
+the Kubernetes client.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Annotated
 import typer
 
 from kfp_gpu import __version__
+from kfp_gpu.cli import doctor, submit, train_resnet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Kubeflow Pipelines components and pipelines for GPU training.")
@@ -99,12 +102,12 @@ def run_cmd(
     if not local:
         _fail("only --local runs are supported by `run`; to run on a cluster use "
               "`kfp-gpu submit PIPELINE --host URL`")
-    from kfp_gpu.cluster import local_run
+    from kfp_gpu.cluster import local_run, params
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
-        params = local_run.parse_params(param or [])
-        summary = local_run.run(pipeline, params, gpu=gpu, pipeline_root=pipeline_root,
+        raw = params.split_pairs(param or [])
+        summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir)
     except (ValueError, FileNotFoundError) as e:
         _fail(str(e))
@@ -135,10 +138,10 @@ def _print_summary(s: dict) -> None:
                    f"{tr.get('ms_per_step', 0):.1f} ms/step")
 
 
-# --- registered commands from their own modules (one line each) ---
-app.command("doctor")(__import__("kfp_gpu.cluster.doctor", fromlist=["_"]).doctor_command)
-app.command("submit")(__import__("kfp_gpu.cluster.submit", fromlist=["_"]).submit_command)
-app.command("train-resnet")(__import__("kfp_gpu.training.horovod_train", fromlist=["_"]).train_resnet_command)
+# Commands from their own modules: each imports its library when it runs.
+app.command("doctor")(doctor.doctor_command)
+app.command("submit")(submit.submit_command)
+app.command("train-resnet")(train_resnet.train_resnet_command)
 
 
 def main() -> None:

@@ -13,10 +13,9 @@ Talks to the KFP v2beta1 REST API through the kfp client (``kfp.Client``):
    ``SUCCEEDED``, 1 on ``FAILED`` / ``CANCELED`` / ``SKIPPED`` / timeout, with the reason
    (the run's error and its failed tasks).
 
-Authentication: a bearer token from ``$KFP_TOKEN``, else the file named by
-``$KF_PIPELINES_SA_TOKEN_PATH`` (default ``/var/run/secrets/kubeflow/pipelines/token``,
-the projected ServiceAccount token KFP mounts for in-cluster clients). TLS:
-``--ssl-ca-cert`` or ``--insecure-skip-tls-verify``.
+Authentication: a bearer token (:func:`kfp_gpu.cluster.kfp_api.kfp_token`). TLS:
+``--ssl-ca-cert`` or ``--insecure-skip-tls-verify``. The command line is
+:mod:`kfp_gpu.cli.submit`.
 """
 
 from __future__ import annotations
@@ -24,61 +23,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import typer
-
 from kfp_gpu import __version__
+from kfp_gpu.build import compile as build_compile
+from kfp_gpu.cluster import kfp_api
+from kfp_gpu.cluster import params as pipeline_params
 
-TOKEN_ENV = "KFP_TOKEN"
-#: kfp's own variable for the projected token path (kfp.client.set_volume_credentials).
-TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
-DEFAULT_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
 TERMINAL_STATES = {"SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "ERROR"}
-
-
-def kfp_token() -> str | None:
-    """Bearer token for the KFP API: ``$KFP_TOKEN``, else the SA token file, else None."""
-    tok = os.environ.get(TOKEN_ENV, "").strip()
-    if tok:
-        return tok
-    path = Path(os.environ.get(TOKEN_PATH_ENV, DEFAULT_TOKEN_PATH))
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
-
-
-def resolve_pipeline(ref: str) -> tuple[Path, str]:
-    """Catalog name or YAML path -> (compiled YAML path, pipeline display name).
-
-    Raises:
-        ValueError: neither a catalog pipeline nor an existing YAML file (names the
-            catalog pipelines).
-    """
-    from kfp_gpu.build import registry
-
-    if ref in registry.PIPELINES:
-        from kfp_gpu.build import compile as comp
-
-        path = comp.targets(only=ref)[0].path
-        if not path.is_file():
-            raise ValueError(f"compiled YAML for {ref!r} missing at {path}; run "
-                             "`kfp-gpu compile`")
-        return path, ref
-    path = Path(ref)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        import yaml
-
-        doc = next(iter(yaml.safe_load_all(path.read_text())), None) or {}
-        name = doc.get("pipelineInfo", {}).get("name") or path.stem.replace("_", "-")
-        return path, name
-    raise ValueError(f"unknown pipeline {ref!r}; accepted: a catalog pipeline "
-                     f"({', '.join(sorted(registry.PIPELINES))}) or a compiled .yaml file")
 
 
 def default_version_name() -> str:
@@ -98,42 +53,6 @@ def default_version_name() -> str:
     except (OSError, subprocess.SubprocessError):
         pass
     return f"v{__version__}"
-
-
-def parse_params(pairs: list[str], spec: dict) -> dict:
-    """``["k=v", ...]`` -> typed pipeline arguments, by the pipeline's root input types.
-
-    Raises:
-        ValueError: not ``k=v``, an unknown parameter (names the accepted ones), or a value
-            that does not parse as the parameter's type.
-    """
-    defs = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
-    out: dict = {}
-    for pair in pairs:
-        key, eq, raw = pair.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ValueError(f"--param takes key=value, got {pair!r}")
-        if key not in defs:
-            raise ValueError(f"unknown pipeline parameter {key!r}; accepted: "
-                             f"{', '.join(sorted(defs)) or '(none)'}")
-        ptype = defs[key].get("parameterType", "STRING")
-        try:
-            if ptype == "NUMBER_INTEGER":
-                out[key] = int(raw)
-            elif ptype == "NUMBER_DOUBLE":
-                out[key] = float(raw)
-            elif ptype == "BOOLEAN":
-                if raw.lower() not in ("true", "false"):
-                    raise ValueError("expected true or false")
-                out[key] = raw.lower() == "true"
-            elif ptype in ("LIST", "STRUCT"):
-                out[key] = json.loads(raw)
-            else:
-                out[key] = raw
-        except ValueError as e:
-            raise ValueError(f"--param {key}: {raw!r} is not a {ptype} ({e})") from None
-    return out
 
 
 @dataclass
@@ -235,34 +154,30 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
         ValueError: bad pipeline reference or parameters (before anything is uploaded).
         RuntimeError: the KFP API refused or failed a call (message has status and body).
     """
-    import warnings
-
     import yaml
 
-    path, name = resolve_pipeline(pipeline)
+    path, name = build_compile.compiled_pipeline(pipeline)
     spec = next(iter(yaml.safe_load_all(path.read_text())))
-    args = parse_params(params or [], spec)
+    args = pipeline_params.typed(pipeline_params.split_pairs(params or []),
+                                 pipeline_params.types_of_spec(spec))
     version = version or default_version_name()
-    token = token if token is not None else kfp_token()
+    token = token if token is not None else kfp_api.kfp_token()
     host = host.rstrip("/")
 
-    from kfp_gpu.cluster.doctor import kfp_healthz
-
-    ok, detail = kfp_healthz(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
+    ok, detail = kfp_api.kfp_healthz(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
     if not ok:
         raise RuntimeError(f"the KFP API at {host} does not answer: {detail}")
     if "multi-user" in detail and not namespace:
         raise ValueError(f"the KFP at {host} is multi-user: give --namespace (your profile "
                          "namespace)")
 
-    import kfp
+    # kfp_server_api comes with kfp: imported when the API is called.
     import kfp_server_api
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        client = kfp.Client(host=host, existing_token=token, ssl_ca_cert=ssl_ca_cert,
-                            verify_ssl=False if insecure_skip_tls_verify else None,
-                            namespace=namespace or "kubeflow", ui_host=ui_host)
+    client = kfp_api.kfp_client(host, token=token, namespace=namespace,
+                                ssl_ca_cert=ssl_ca_cert,
+                                insecure_skip_tls_verify=insecure_skip_tls_verify,
+                                ui_host=ui_host)
     try:
         pipeline_id, version_id = ensure_pipeline_version(client, path, name, version, echo,
                                                           namespace)
@@ -279,56 +194,3 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
     except kfp_server_api.ApiException as e:
         body = (e.body or "").strip() if isinstance(e.body, str) else e.body
         raise RuntimeError(f"KFP API error: HTTP {e.status} {e.reason}: {body}") from None
-
-
-def submit_command(
-    pipeline: str = typer.Argument(..., help="Catalog pipeline name (e.g. imdb-lstm) or a "
-                                   "compiled pipeline YAML."),
-    host: str = typer.Option(..., "--host", envvar="KFP_HOST",
-                             help="KFP API URL, e.g. https://kubeflow.example.com/pipeline"),
-    namespace: str | None = typer.Option(
-        None, "--namespace", "-n", help="Namespace (multi-user KFP: the profile namespace)."),
-    experiment: str = typer.Option("kfp-gpu", "--experiment", help="Experiment name."),
-    param: list[str] = typer.Option(  # noqa: B008 - typer's declaration style
-        [], "--param", "-p", help="key=value pipeline argument."),
-    version: str | None = typer.Option(
-        None, "--version", help="Pipeline version name (default: git commit, else package "
-        "version)."),
-    service_account: str | None = typer.Option(
-        None, "--service-account", help="ServiceAccount of ALL the run's pods "
-        "(default: KFP's runner, pipeline-runner / default-editor, which manifests/rbac "
-        "binds to the MPIJob launcher Role). It must hold KFP's own permissions too."),
-    wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish."),
-    timeout: float = typer.Option(3600, "--timeout", help="Seconds to wait (with --wait)."),
-    poll: float = typer.Option(10, "--poll", help="Seconds between status polls."),
-    ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert", help="CA bundle."),
-    insecure_skip_tls_verify: bool = typer.Option(False, "--insecure-skip-tls-verify"),
-    ui_host: str | None = typer.Option(None, "--ui-host",
-                                          help="KFP UI URL for links (default: --host)."),
-) -> None:
-    """Upload a compiled pipeline (idempotent version), start a run, optionally wait.
-
-    Exit status: 0 when the run was started (or, with --wait, SUCCEEDED); 1 on FAILED,
-    CANCELED, timeout or an API refusal, with the reason; 2 for bad input.
-    """
-    try:
-        out = submit(pipeline, host, namespace=namespace, experiment=experiment,
-                     params=param, version=version, service_account=service_account,
-                     wait=wait, timeout=timeout, poll=poll, ssl_ca_cert=ssl_ca_cert,
-                     insecure_skip_tls_verify=insecure_skip_tls_verify, ui_host=ui_host,
-                     echo=typer.echo)
-    except ValueError as e:
-        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2)
-    except RuntimeError as e:
-        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1)
-    if out.code:
-        typer.secho(f"run {out.run_id} {out.state}: {out.reason}\n{out.url}",
-                    fg=typer.colors.RED, err=True)
-        raise typer.Exit(out.code)
-    typer.echo(f"run {out.run_id} {out.state}: {out.url}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(typer.run(submit_command))

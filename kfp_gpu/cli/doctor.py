@@ -1,0 +1,84 @@
+"""``kfp-gpu doctor`` (library: :mod:`kfp_gpu.cluster.doctor`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+# Defaults equal kfp_gpu.cluster.doctor.DEFAULT_NAMESPACE / DEFAULT_SERVICE_ACCOUNT (the
+# library is only imported when the command runs; tests/test_cli.py checks they agree).
+
+
+def doctor_command(
+    kubeconfig: str | None = typer.Option(
+        None, "--kubeconfig", envvar="KUBECONFIG",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    pipeline: str | None = typer.Option(
+        None, "--pipeline", help="Catalog pipeline name or compiled pipeline YAML whose "
+        "needs to check (GPU request, MPI Operator, launcher RBAC)."),
+    gpu_text: str | None = typer.Option(
+        None, "--gpu", help="GPU request to check, e.g. 'gpu:2', 'mig:1g.10gb', "
+        "'shared:1,renamed=true', 'metagpu:50' (replaces the pipeline's own)."),
+    namespace: str = typer.Option("kubeflow", "--namespace", "-n",
+                                  help="Namespace the pipeline runs in."),
+    service_account: str = typer.Option(
+        "pipeline-runner", "--service-account",
+        help="ServiceAccount the run's pods use, whose launcher permissions to review "
+        "(impersonated; multi-user Kubeflow: default-editor); '' = "
+        "review the caller's own."),
+    kfp_host: str | None = typer.Option(
+        None, "--kfp-host", envvar="KFP_HOST", help="KFP API URL to check (healthz)."),
+    ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert",
+                                              help="CA bundle for the KFP API."),
+    insecure_skip_tls_verify: bool = typer.Option(False, "--insecure-skip-tls-verify"),
+) -> None:
+    """Report what the cluster offers and whether a pipeline's GPU request can be met.
+
+    Exit status 0 when everything needed is there, 1 with the reasons otherwise, 2 for bad
+    input.
+    """
+    # The library is imported when the command runs (the CLI stays cheap to start).
+    from kfp_gpu import gpu, kube
+    from kfp_gpu.cluster import doctor, kfp_api
+
+    try:
+        request = gpu.parse(gpu_text) if gpu_text else None
+        needs = _needs(pipeline, request)
+    except (ValueError, FileNotFoundError) as e:
+        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    try:
+        api = kube.api_client(kubeconfig, context)
+    except RuntimeError as e:
+        facts = doctor.ClusterFacts(namespace=namespace, connect_error=str(e))
+    else:
+        facts = doctor.gather(api, namespace=namespace,
+                              service_account=service_account or None, kfp_host=kfp_host,
+                              kfp_token=kfp_api.kfp_token() if kfp_host else None,
+                              kfp_ca_cert=ssl_ca_cert, kfp_verify=not insecure_skip_tls_verify)
+    report = doctor.build_report(facts, needs)
+    typer.echo(report.render())
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _needs(pipeline: str | None, request):
+    """What to check: the pipeline's needs (``request`` replacing its GPU settings), the
+    request's alone, or nothing (report only)."""
+    from kfp_gpu.cluster import doctor
+
+    if pipeline:
+        import yaml
+
+        from kfp_gpu.build.compile import compiled_pipeline
+
+        path, _ = compiled_pipeline(pipeline)
+        spec = list(yaml.safe_load_all(Path(path).read_text()))
+        return doctor.needs_from_pipeline(
+            spec, request, source=f"pipeline {pipeline}"
+            + (f", --gpu {request.to_text()}" if request else ""))
+    if request is not None:
+        return doctor.needs_from_request(request)
+    return None

@@ -1,0 +1,58 @@
+"""``kfp-gpu submit`` (library: :mod:`kfp_gpu.cluster.submit`)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def submit_command(
+    pipeline: str = typer.Argument(..., help="Catalog pipeline name (e.g. imdb-lstm) or a "
+                                   "compiled pipeline YAML."),
+    host: str = typer.Option(..., "--host", envvar="KFP_HOST",
+                             help="KFP API URL, e.g. https://kubeflow.example.com/pipeline"),
+    namespace: str | None = typer.Option(
+        None, "--namespace", "-n", help="Namespace (multi-user KFP: the profile namespace)."),
+    experiment: str = typer.Option("kfp-gpu", "--experiment", help="Experiment name."),
+    param: list[str] = typer.Option(  # noqa: B008 - typer's declaration style
+        [], "--param", "-p", help="key=value pipeline argument."),
+    version: str | None = typer.Option(
+        None, "--version", help="Pipeline version name (default: git commit, else package "
+        "version)."),
+    service_account: str | None = typer.Option(
+        None, "--service-account", help="ServiceAccount of ALL the run's pods "
+        "(default: KFP's runner, pipeline-runner / default-editor, which manifests/rbac "
+        "binds to the MPIJob launcher Role). It must hold KFP's own permissions too."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish."),
+    timeout: float = typer.Option(3600, "--timeout", help="Seconds to wait (with --wait)."),
+    poll: float = typer.Option(10, "--poll", help="Seconds between status polls."),
+    ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert", help="CA bundle."),
+    insecure_skip_tls_verify: bool = typer.Option(False, "--insecure-skip-tls-verify"),
+    ui_host: str | None = typer.Option(None, "--ui-host",
+                                          help="KFP UI URL for links (default: --host)."),
+) -> None:
+    """Upload a compiled pipeline (idempotent version), start a run, optionally wait.
+
+    Exit status: 0 when the run was started (or, with --wait, SUCCEEDED); 1 on FAILED,
+    CANCELED, timeout or an API refusal, with the reason; 2 for bad input.
+    """
+    # The library is imported when the command runs (the CLI stays cheap to start).
+    from kfp_gpu.cluster.submit import submit
+
+    try:
+        out = submit(pipeline, host, namespace=namespace, experiment=experiment,
+                     params=param, version=version, service_account=service_account,
+                     wait=wait, timeout=timeout, poll=poll, ssl_ca_cert=ssl_ca_cert,
+                     insecure_skip_tls_verify=insecure_skip_tls_verify, ui_host=ui_host,
+                     echo=typer.echo)
+    except ValueError as e:
+        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    except RuntimeError as e:
+        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1)
+    if out.code:
+        typer.secho(f"run {out.run_id} {out.state}: {out.reason}\n{out.url}",
+                    fg=typer.colors.RED, err=True)
+        raise typer.Exit(out.code)
+    typer.echo(f"run {out.run_id} {out.state}: {out.url}")
+

@@ -1,0 +1,67 @@
+"""Doctor, subject CRDs (apiextensions.k8s.io/v1): the MPI Operator's
+``mpijobs.kubeflow.org`` (the suite writes ``kubeflow.org/v2beta1``, :mod:`kfp_gpu.mpi.crd`)
+and the KAI Scheduler / Run:ai ``queues.scheduling.run.ai`` (serves ``fraction`` /
+``gpu-memory`` requests)."""
+
+from __future__ import annotations
+
+import json
+
+from kfp_gpu.cluster.doctor.model import ClusterFacts, Crd, Needs, Report, api_error
+from kfp_gpu.mpi import crd
+
+MPI_OPERATOR_RELEASE = "v0.6.0"
+MPIJOB_CRD = crd.CRD_NAME
+KAI_QUEUE_CRD = "queues.scheduling.run.ai"
+
+
+def crds_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
+    """The CRD table; problems when an MPIJob or a KAI request lacks its CRD."""
+    rows = []
+    for name in (MPIJOB_CRD, KAI_QUEUE_CRD):
+        c = facts.crds.get(name)
+        if c is None:
+            continue
+        status = ("served: " + ", ".join(c.served)) if c.present else (c.error or "not installed")
+        rows.append((name, status))
+    rep.sections.append(("Custom resources", ("CRD", "status"), rows))
+    mpi_crd = facts.crds.get(MPIJOB_CRD)
+    if needs.mpi and mpi_crd is not None:
+        if mpi_crd.error:
+            rep.problems.append(f"cannot read CRD {MPIJOB_CRD}: {mpi_crd.error}")
+        elif not mpi_crd.present:
+            rep.problems.append(f"the MPI Operator is not installed (CRD {MPIJOB_CRD} not "
+                                f"found); apply manifests/mpi-operator (release "
+                                f"{MPI_OPERATOR_RELEASE})")
+        elif crd.VERSION not in mpi_crd.served:
+            rep.problems.append(f"CRD {MPIJOB_CRD} does not serve {crd.VERSION} (served: "
+                                f"{', '.join(mpi_crd.served) or 'none'}); upgrade the MPI "
+                                f"Operator to {MPI_OPERATOR_RELEASE}")
+    req = needs.request
+    kai = facts.crds.get(KAI_QUEUE_CRD)
+    if req is not None and req.kind in ("fraction", "gpu-memory") and kai is not None \
+            and not kai.present:
+        rep.problems.append(f"'{req.to_text()}' needs the KAI Scheduler / Run:ai (CRD "
+                            f"{KAI_QUEUE_CRD} {kai.error or 'not found'}); without it the "
+                            "pod gets no GPU at all")
+
+
+def read_crds(api_client, facts: ClusterFacts) -> None:
+    """Look the CRDs up into ``facts.crds`` (404 = not present; other errors recorded)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    ext = client.ApiextensionsV1Api(api_client)
+    for name in (MPIJOB_CRD, KAI_QUEUE_CRD):
+        c = Crd(name=name)
+        try:
+            resp = ext.read_custom_resource_definition(name, _preload_content=False,
+                                                       _request_timeout=30)
+            obj = json.loads(resp.data)
+            c.present = True
+            c.served = tuple(v["name"] for v in obj.get("spec", {}).get("versions", [])
+                             if v.get("served"))
+        except ApiException as e:
+            if e.status != 404:
+                c.error = api_error(e)
+        facts.crds[name] = c

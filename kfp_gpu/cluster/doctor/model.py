@@ -1,0 +1,151 @@
+"""What doctor works with: facts read from the cluster, needs of a request or pipeline,
+and the report (plain data; no I/O)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from kfp_gpu import gpu
+
+DEFAULT_NAMESPACE = "kubeflow"
+#: KFP's runner account (standalone; multi-user: default-editor), bound by manifests/rbac.
+DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"
+
+
+@dataclass
+class Node:
+    """One Node as doctor needs it. ``allocatable``: resource -> quantity (float)."""
+
+    name: str
+    allocatable: dict[str, float] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+
+    @classmethod
+    def from_api(cls, obj: dict) -> Node:
+        """From a Node object (JSON dict as the API returns it)."""
+        from kubernetes.utils import parse_quantity
+
+        meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status", {})
+        alloc = {}
+        for k, v in (status.get("allocatable") or {}).items():
+            try:
+                alloc[k] = float(parse_quantity(v))
+            except ValueError:
+                continue
+        return cls(name=meta.get("name", "?"), allocatable=alloc,
+                   labels=dict(meta.get("labels") or {}),
+                   annotations=dict(meta.get("annotations") or {}),
+                   unschedulable=bool(spec.get("unschedulable")))
+
+
+@dataclass
+class Crd:
+    """A CRD lookup: ``present`` False when the API said 404; ``error`` for anything else."""
+
+    name: str
+    present: bool = False
+    served: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass
+class Access:
+    """One SelfSubjectAccessReview answer (``allowed`` None when the review itself failed)."""
+
+    group: str
+    resource: str
+    verb: str
+    allowed: bool | None
+    reason: str = ""
+
+
+@dataclass
+class ClusterFacts:
+    """Everything :func:`gather` saw. ``*_error``: why that part could not be read."""
+
+    nodes: list[Node] = field(default_factory=list)
+    nodes_error: str = ""
+    crds: dict[str, Crd] = field(default_factory=dict)
+    kfp_host: str = ""
+    kfp_ok: bool | None = None
+    kfp_detail: str = ""
+    namespace: str = DEFAULT_NAMESPACE
+    subject: str = ""
+    access: list[Access] = field(default_factory=list)
+    access_error: str = ""
+    connect_error: str = ""
+
+
+@dataclass
+class Needs:
+    """What the pipeline / request needs from the cluster.
+
+    Attributes:
+        request: the GPU request (None = only report what is there).
+        resources: extended resource -> count per pod (from ``pod_fragment`` or the compiled
+            pipeline's accelerator settings).
+        node_selector: labels a node must carry.
+        mpi: the pipeline launches an MPIJob (MPI Operator CRD + launcher RBAC needed).
+        source: where the needs came from, for the report.
+    """
+
+    request: gpu.GpuRequest | None = None
+    resources: dict[str, int] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    mpi: bool = False
+    source: str = ""
+
+
+@dataclass
+class Report:
+    """Sections of rows (tuples of str) for the table, and the verdict."""
+
+    sections: list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]] = field(
+        default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    satisfied_by: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def render(self) -> str:
+        """The readable table (plain text, fixed-width columns)."""
+        out: list[str] = []
+        for title, header, rows in self.sections:
+            out.append(f"== {title}")
+            table = [header, *rows] if rows else [header, ("(none)",)]
+            widths = [max(len(r[i]) if i < len(r) else 0 for r in table)
+                      for i in range(len(header))]
+            for r in table:
+                out.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+            out.append("")
+        for w in self.warnings:
+            out.append(f"warning: {w}")
+        for p in self.problems:
+            out.append(f"PROBLEM: {p}")
+        if self.satisfied_by:
+            out.append(f"request fits on: {', '.join(self.satisfied_by)}")
+        out.append("verdict: OK" if self.ok else "verdict: NOT READY")
+        return "\n".join(out)
+
+
+def fmt(q: float) -> str:
+    return str(int(q)) if float(q).is_integer() else f"{q:g}"
+
+
+def api_error(e: Exception) -> str:
+    status = getattr(e, "status", None)
+    body = getattr(e, "body", None) or ""
+    msg = ""
+    try:
+        msg = json.loads(body).get("message", "")
+    except (ValueError, TypeError, AttributeError):
+        msg = str(body)[:200]
+    if status:
+        return f"HTTP {status} {getattr(e, 'reason', '')}".rstrip() + (f": {msg}" if msg else "")
+    return f"{type(e).__name__}: {e}"

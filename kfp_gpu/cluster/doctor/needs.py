@@ -1,0 +1,63 @@
+"""What a GPU request or a compiled pipeline needs from the cluster (pure)."""
+
+from __future__ import annotations
+
+from kfp_gpu import gpu
+from kfp_gpu.cluster.doctor.model import Needs
+
+
+def needs_from_request(request: gpu.GpuRequest, *, mpi: bool = False,
+                       source: str = "") -> Needs:
+    """Needs of one GPU request (resource names and selector from ``pod_fragment``)."""
+    frag = request.pod_fragment()
+    # HAMi's gpumem / gpucores are not node resources (its scheduler reads the node
+    # registration annotation): they are checked in _fits, not against allocatable.
+    res = {k: int(float(v)) for k, v in frag["resources"]["limits"].items()
+           if k not in (gpu.HAMI_MEM_RESOURCE, gpu.HAMI_CORES_RESOURCE)}
+    return Needs(request=request, resources=res, node_selector=dict(frag["nodeSelector"]),
+                 mpi=mpi, source=source or f"--gpu {request.to_text()}")
+
+
+#: Components that create an MPIJob (their ``--function_to_execute``).
+MPIJOB_COMPONENTS = ("train_resnet_mpijob",)
+
+
+def _creates_mpijob(container: dict) -> bool:
+    """True for an executor that creates an MPIJob: a known MPIJob component (it runs on
+    the trainer image) or anything on the kfp-gpu launcher image."""
+    args = [str(a) for a in container.get("args") or []]
+    fn = args[args.index("--function_to_execute") + 1] \
+        if "--function_to_execute" in args[:-1] else ""
+    return fn in MPIJOB_COMPONENTS or "kfp-gpu-launcher" in container.get("image", "")
+
+
+def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
+                        source: str = "") -> Needs:
+    """Needs of a compiled KFP pipeline (IR YAML loaded as dict).
+
+    The accelerator (``resources.accelerator.resourceType`` / ``resourceCount``) of each
+    executor and the node selectors of the Kubernetes platform spec give the needs; an
+    executor of an MPIJob component (``MPIJOB_COMPONENTS``) or on the kfp-gpu launcher
+    image means an MPIJob. ``request`` (``--gpu``)
+    replaces the pipeline's own GPU settings, as ``kfp-gpu compile --gpu`` would.
+    """
+    docs = spec if isinstance(spec, list) else [spec]
+    pipeline = docs[0]
+    executors = pipeline.get("deploymentSpec", {}).get("executors", {})
+    mpi = any(_creates_mpijob(e.get("container", {})) for e in executors.values())
+    if request is not None:
+        return needs_from_request(request, mpi=mpi, source=source)
+    resources: dict[str, int] = {}
+    for e in executors.values():
+        acc = e.get("container", {}).get("resources", {}).get("accelerator", {})
+        rtype = acc.get("resourceType") or acc.get("type")
+        count = int(acc.get("resourceCount") or acc.get("count") or 0)
+        if rtype and count:
+            resources[rtype] = max(resources.get(rtype, 0), count)
+    selector: dict[str, str] = {}
+    for d in docs[1:]:
+        k8s = (d.get("platforms") or {}).get("kubernetes", {})
+        for e in (k8s.get("deploymentSpec", {}).get("executors") or {}).values():
+            ns = e.get("nodeSelector") or {}
+            selector.update(ns.get("labels") or {})
+    return Needs(resources=resources, node_selector=selector, mpi=mpi, source=source)

@@ -1,0 +1,95 @@
+"""Pipeline parameters given on the command line (``-p key=value``), typed by the pipeline.
+
+One parser for ``kfp-gpu run --local`` (a ``@dsl.pipeline`` object) and ``kfp-gpu submit``
+(a compiled pipeline spec): both reduce to KFP IR parameter types
+(``root.inputDefinitions.parameters.<name>.parameterType`` in the compiled YAML: STRING,
+NUMBER_INTEGER, NUMBER_DOUBLE, BOOLEAN, LIST, STRUCT; kfp ``pipeline_spec.proto``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+#: Older type names a pipeline object may report, mapped to the IR names.
+_ALIASES = {"String": "STRING", "Integer": "NUMBER_INTEGER", "Float": "NUMBER_DOUBLE",
+            "Boolean": "BOOLEAN", "List": "LIST", "Dict": "STRUCT"}
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def split_pairs(pairs: list[str]) -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}`` (text values).
+
+    Raises:
+        ValueError: an item without ``=`` or without a key.
+    """
+    out = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--param takes key=value, got {p!r}")
+        out[key.strip()] = value
+    return out
+
+
+def types_of_spec(spec: Mapping) -> dict[str, str]:
+    """Parameter name -> IR type of a compiled pipeline (the IR dict)."""
+    defs = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    return {k: v.get("parameterType", "STRING") for k, v in defs.items()}
+
+
+def types_of_pipeline(pipeline) -> dict[str, str]:
+    """Parameter name -> IR type of a ``@dsl.pipeline`` function (its component spec)."""
+    inputs = pipeline.component_spec.inputs or {}
+    return {k: _ALIASES.get(str(v.type), str(v.type)) for k, v in inputs.items()}
+
+
+def to_bool(v: str) -> bool:
+    """``true/false/1/0/yes/no/on/off`` (any case) as a bool.
+
+    Raises:
+        ValueError: anything else.
+    """
+    low = v.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(f"not a boolean: {v!r} (accepted: true/false/1/0/yes/no)")
+
+
+def coerce(raw: str, ptype: str):
+    """``raw`` as a value of IR type ``ptype`` (unknown types stay text).
+
+    Raises:
+        ValueError: ``raw`` does not parse as ``ptype``.
+    """
+    if ptype == "NUMBER_INTEGER":
+        return int(raw)
+    if ptype == "NUMBER_DOUBLE":
+        return float(raw)
+    if ptype == "BOOLEAN":
+        return to_bool(raw)
+    if ptype in ("LIST", "STRUCT"):
+        return json.loads(raw)
+    return raw
+
+
+def typed(raw: Mapping[str, str], types: Mapping[str, str]) -> dict:
+    """Text values -> values of the pipeline's parameter types.
+
+    Raises:
+        ValueError: an unknown parameter (naming the accepted ones) or a value that does
+            not parse as its parameter's type.
+    """
+    out = {}
+    for key, value in raw.items():
+        if key not in types:
+            raise ValueError(f"unknown parameter {key!r}; accepted: "
+                             f"{', '.join(sorted(types)) or '(none)'}")
+        try:
+            out[key] = coerce(value, types[key])
+        except ValueError as e:
+            raise ValueError(f"parameter {key}: {value!r} is not a {types[key]} ({e})") from None
+    return out
