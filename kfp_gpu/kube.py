@@ -10,6 +10,7 @@ Used by the MPIJob launcher (in a pod: the service account) and by ``kfp-gpu doc
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None,
@@ -40,3 +41,16 @@ def api_client(kubeconfig: str | None = None, context: str | None = None,
         return config.new_client_from_config(config_file=kubeconfig, context=context)
     except (config.ConfigException, OSError, ValueError, TypeError) as e:
         raise RuntimeError(f"cannot load kubeconfig {kubeconfig or '~/.kube/config'}: {e}") from e
+
+
+#: Where Kubernetes mounts the pod's service-account namespace (kubernetes docs,
+#: "Accessing the Kubernetes API from a Pod").
+NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def pod_namespace(default: str = "default") -> str:
+    """The namespace of the pod this runs in (service-account mount), else ``default``."""
+    try:
+        return Path(NAMESPACE_FILE).read_text(encoding="utf-8").strip() or default
+    except OSError:
+        return default

@@ -16,6 +16,8 @@ from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
 
 NAME = "imdb-lstm"
 DEFAULT_GPU = "gpu:1"
+#: The parameter `kfp-gpu run --local --data-dir DIR` sets: (name, path under DIR).
+LOCAL_DATA = ("source", "imdb/imdb_50k.csv.gz")
 #: CPU/memory for the training task: the input pipeline and Python need ~2 cores; the
 #: full 25k x 80 dataset is ~8 MB, the model ~3 M parameters.
 TRAIN_CPU, TRAIN_MEMORY = "4", "8G"

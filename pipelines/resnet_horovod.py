@@ -18,6 +18,8 @@ from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
 
 NAME = "resnet-horovod"
 DEFAULT_GPU = "gpu:8"
+#: The parameter `kfp-gpu run --local --data-dir DIR` sets: (name, path under DIR).
+LOCAL_DATA = ("source", "fashion-mnist")
 
 
 def build(gpu: str = DEFAULT_GPU):

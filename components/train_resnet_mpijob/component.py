@@ -135,6 +135,7 @@ def train_resnet_mpijob(
             {"execution": "local", "processes": local_processes, "args": args}, indent=2))
         result = tj.run_local(args, local_processes, metrics_path)
     else:
+        from kfp_gpu import kube
         from kfp_gpu.mpi.mpijob import build
         from kfp_gpu.mpi.names import job_name
 
@@ -148,7 +149,7 @@ def train_resnet_mpijob(
         args = tj.trainer_args(data_uri, "", work_dir, checkpoint_dir=checkpoint_dir, **hyper)
         opts = tj.job_options(
             name=name,
-            namespace=namespace or tj.current_namespace(), image=image or imgs.image(
+            namespace=namespace or kube.pod_namespace(), image=image or imgs.image(
                 imgs.HOROVOD), args=args, workers=workers, settings=settings, rdma=rdma,
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,

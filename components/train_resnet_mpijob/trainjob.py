@@ -1,9 +1,8 @@
 """train_resnet_mpijob logic: run the Horovod trainer locally (mpirun) or as an MPIJob.
 
 Pure helpers (:func:`execution_mode`, :func:`gpu_from_resources`, :func:`worker_settings`,
-:func:`trainer_args`, :func:`job_options`; the mpirun line is
-:func:`kfp_gpu.mpi.mpirun.mpirun_command`) are separate from the
-two runners with I/O, :func:`run_local` and :func:`run_cluster`.
+:func:`trainer_args`, :func:`job_options`; the mpirun line: :mod:`kfp_gpu.mpi.mpirun`)
+are separate from the two runners with I/O, :func:`run_local` and :func:`run_cluster`.
 
 KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with the component's
 ``task_config_passthroughs``, the resources, tolerations, node selector and environment
@@ -180,7 +179,8 @@ def worker_settings(task_config) -> dict:
     (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
     with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
     limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
-    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of ``kfp_gpu.mpi.volumes.PvcMount``, :func:`pvc_mounts`).
+    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of
+    :class:`kfp_gpu.mpi.volumes.PvcMount`, :func:`pvc_mounts`).
     """
     if task_config is None:
         return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {},
@@ -311,12 +311,6 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
         ssh=ssh.SshOptions(fs_group=ssh.MPI_USER_ID if volumes else None),
         metadata=options.JobMetadata(run_id=run_id, task_name=task_name))
     return opts.validate()
-
-
-def current_namespace(default: str = "default") -> str:
-    """The pod's namespace (service-account mount), else ``default``."""
-    f = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-    return f.read_text().strip() if f.exists() else default
 
 
 #: Keys both rank 0's ``metrics.json`` and its ``METRICS`` log line carry; a file that

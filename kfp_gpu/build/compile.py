@@ -1,4 +1,5 @@
-"""Compile every component and pipeline of the catalog to YAML, or check they are current."""
+"""Compile every component and pipeline of the registry (:mod:`kfp_gpu.build.registry`) to
+YAML, or check they are current."""
 
 from __future__ import annotations
 
@@ -23,9 +24,7 @@ class Target:
 
 def package_dir(subpackage: str) -> Path:
     """Folder of ``kfp_gpu.components`` / ``kfp_gpu.pipelines`` (the repo folder when editable)."""
-    import importlib
-
-    return Path(importlib.import_module(f"kfp_gpu.{subpackage}").__file__).parent
+    return registry.package_dir(f"kfp_gpu.{subpackage}")
 
 
 def targets(output_dir: Path | None = None, only: str | None = None) -> list[Target]:
