@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kfp_gpu import storage
 from kfp_gpu.training import datasets
+from kfp_gpu.training.text_data import input_pipeline
 from kfp_gpu.training.text_model import (  # noqa: F401  (re-exported)
     CUDNN_REQUIREMENTS,
     TrainConfig,
@@ -32,17 +33,6 @@ from kfp_gpu.training.text_model import (  # noqa: F401  (re-exported)
 log = logging.getLogger(__name__)
 
 MODEL_FILE = "model.keras"
-
-
-def input_pipeline(ds, batch_size: int, *, shuffle: bool, seed: int, rows: int):
-    """tf.data: cache -> (shuffle) -> batch -> prefetch; labels cast to float32 [batch]."""
-    import tensorflow as tf
-
-    ds = ds.map(lambda x, y: (x, tf.cast(y, tf.float32)), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.cache()
-    if shuffle:
-        ds = ds.shuffle(max(1, rows), seed=seed, reshuffle_each_iteration=True)
-    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
 def device_description() -> str:
