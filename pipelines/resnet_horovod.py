@@ -1,4 +1,5 @@
-"""Pipeline ``resnet-horovod``: prep_images -> train_resnet_mpijob (MPIJob) -> evaluate_classifier.
+"""Pipeline ``resnet-horovod``: prep_images -> train_resnet_mpijob (MPIJob or TrainJob) ->
+evaluate_classifier.
 
 Data-parallel ResNet training with Horovod, the layout of the Mellanox deck: an MPIJob
 (Kubeflow MPI Operator) with one Worker pod per node, each Worker holding the GPU request
@@ -6,7 +7,9 @@ given at compile time (default ``gpu:8``: eight whole GPUs, one Horovod rank eac
 NCCL allreduce (over GPUDirect RDMA when ``rdma`` is on). The GPU request is set on the
 training task and passed through to the Workers (KFP ``task_config_passthroughs``); the
 task's own pod (the MPIJob launcher client) gets no GPU. Under ``kfp.local`` the same
-trainer runs with ``mpirun -np 2`` on CPU.
+trainer runs with ``mpirun -np 2`` on CPU. The ``backend`` parameter picks the job kind at
+run time: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow Trainer v2 TrainJob on the
+``kfp-gpu-horovod`` ClusterTrainingRuntime); see docs/distributed.md.
 """
 
 from kfp import dsl
@@ -42,6 +45,7 @@ def build(gpu: str = DEFAULT_GPU):
         max_rows_per_split: int = 0,
         execution: str = "auto",
         workers: int = 2,
+        backend: str = "mpijob",
         local_processes: int = 2,
         epochs: int = 2,
         batch_size: int = 32,
@@ -67,7 +71,8 @@ def build(gpu: str = DEFAULT_GPU):
         prep.set_display_name("prep-images").set_cpu_limit("2").set_memory_limit("4G")
         train = train_resnet_mpijob(
             train_data=prep.outputs["train_data"], test_data=prep.outputs["test_data"],
-            execution=execution, workers=workers, local_processes=local_processes,
+            execution=execution, workers=workers, backend=backend,
+            local_processes=local_processes,
             epochs=epochs, batch_size=batch_size, steps_per_epoch=steps_per_epoch,
             learning_rate=learning_rate, lr_warmup_steps=lr_warmup_steps,
             optimizer=optimizer, model_name=model_name, blocks=blocks, width=width,

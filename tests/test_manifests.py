@@ -38,6 +38,7 @@ CRD_SCHEMAS = {
 }
 LAUNCHER_RULES = {
     ("kubeflow.org", "mpijobs"): {"create", "get", "list", "watch", "delete"},
+    ("trainer.kubeflow.org", "trainjobs"): {"create", "get", "list", "watch", "delete"},
     ("", "pods"): {"get", "list", "watch"},
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},

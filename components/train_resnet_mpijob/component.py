@@ -1,4 +1,5 @@
-"""KFP component ``train_resnet_mpijob``: Horovod ResNet training as an MPIJob (or mpirun locally)."""
+"""KFP component ``train_resnet_mpijob``: Horovod ResNet training as an MPIJob or a TrainJob (or
+mpirun locally)."""
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
@@ -53,6 +54,7 @@ def train_resnet_mpijob(
     worker_gpu: str = "",
     image: str = "",
     namespace: str = "",
+    backend: str = "mpijob",
     rdma: bool = False,
     rdma_resource: str = "rdma/rdma_shared_device_a",
     multus_networks: str = "",
@@ -64,10 +66,12 @@ def train_resnet_mpijob(
     run_id: str = "",
     task_name: str = "train-resnet-mpijob",
 ):
-    """Data-parallel ResNet training with Horovod: an MPIJob on a cluster, mpirun locally.
+    """Data-parallel ResNet training with Horovod: an MPIJob or TrainJob on a cluster, mpirun
+    locally.
 
     ``execution``: ``cluster`` builds a ``kubeflow.org/v2beta1`` MPIJob (kfp_gpu.mpi.mpijob:
-    ``workers`` Worker pods x the GPUs each, one rank per GPU) and follows it with
+    ``workers`` Worker pods x the GPUs each, one rank per GPU; or a TrainJob, ``backend``)
+    and follows it with
     kfp_gpu.mpi.launcher (record first, re-attach on retry, delete on cancel); ``local`` runs
     the same trainer as ``mpirun -np local_processes`` in this container (CPU is fine);
     ``auto`` = cluster inside Kubernetes, local otherwise (kfp.local).
@@ -92,6 +96,11 @@ def train_resnet_mpijob(
             (local: beside the model output).
         image, namespace: MPIJob image (default kfp-gpu-horovod) and namespace (default
             this pod's).
+        backend: ``mpijob`` (default: a ``kubeflow.org/v2beta1`` MPIJob, MPI Operator) or
+            ``trainjob`` (a Kubeflow Trainer v2 ``trainer.kubeflow.org/v1alpha1`` TrainJob on
+            the ``kfp-gpu-horovod`` ClusterTrainingRuntime of manifests/trainer; the launcher
+            is node 0, so ``workers`` pods hold all ranks). Same options, same launcher
+            (kfp_gpu.mpi.backends); any other value is a ValueError, also in local mode.
         rdma, rdma_resource, multus_networks, nccl_*, shm_size: Worker networking
             (kfp_gpu.mpi.options.MPIJobOptions).
         single_gpu_img_per_sec: a 1-GPU baseline; adds ``scaling_efficiency``.
@@ -118,9 +127,11 @@ def train_resnet_mpijob(
     from kfp_gpu import storage
     from kfp_gpu.build import images as imgs
     from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
+    from kfp_gpu.mpi import backends
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     mode = tj.execution_mode(execution)
+    job_backend = backends.get(backend)  # ValueError naming mpijob | trainjob
     hyper = {"epochs": epochs, "batch_size": batch_size, "steps_per_epoch": steps_per_epoch,
              "learning_rate": learning_rate, "lr_warmup_steps": lr_warmup_steps,
              "optimizer": optimizer, "model": model_name, "blocks": blocks, "width": width,
@@ -136,7 +147,6 @@ def train_resnet_mpijob(
         result = tj.run_local(args, local_processes, metrics_path)
     else:
         from kfp_gpu import kube
-        from kfp_gpu.mpi.mpijob import build
         from kfp_gpu.mpi.names import job_name
 
         settings = tj.worker_settings(task_config)
@@ -155,7 +165,7 @@ def train_resnet_mpijob(
             nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
             task_name=task_name, gpu_override=worker_gpu)
-        job = build(opts)  # ValueError here, before anything is written or created
+        job = job_backend.build(opts)  # ValueError here, before anything is written/created
         tj.stage_data(train_data.path, test_data.path, data_uri)
         result = tj.run_cluster(job, mpijob.path, work_dir, model.path)
     storage.write_text(trainer_metrics.path, json.dumps(result, indent=2, sort_keys=True))

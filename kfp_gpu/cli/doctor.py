@@ -33,6 +33,10 @@ def doctor_command(
     ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert",
                                               help="CA bundle for the KFP API."),
     insecure_skip_tls_verify: bool = typer.Option(False, "--insecure-skip-tls-verify"),
+    backend: str = typer.Option(
+        "mpijob", "--backend", help="Job kind the pipeline's distributed step launches: "
+        "'mpijob' (MPI Operator) or 'trainjob' (Kubeflow Trainer v2 + the kfp-gpu-horovod "
+        "runtime); its CRDs and RBAC must be there."),
 ) -> None:
     """Report what the cluster offers and whether a pipeline's GPU request can be met.
 
@@ -44,8 +48,12 @@ def doctor_command(
     from kfp_gpu.cluster import doctor, kfp_api
 
     try:
+        if backend not in ("mpijob", "trainjob"):  # = doctor.backends.BACKENDS
+            raise ValueError(f"invalid --backend {backend!r}; accepted: mpijob, trainjob")
         request = gpu.parse(gpu_text) if gpu_text else None
         needs = _needs(pipeline, request)
+        if needs is not None:
+            needs.backend = backend
     except (ValueError, FileNotFoundError) as e:
         typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)

@@ -1,4 +1,5 @@
-"""Create the MPIJob, or re-attach to the one an earlier attempt created; record it first.
+"""Create the MPIJob (or TrainJob: the job's kind picks the :mod:`kfp_gpu.mpi.backends`
+backend), or re-attach to the one an earlier attempt created; record it first.
 
 After the remote-runner pattern of Google Cloud Pipeline Components (GCPC): if the record
 file of an earlier attempt names an MPIJob that still exists, re-attach to it; else POST
@@ -17,7 +18,7 @@ import time
 from collections.abc import Mapping
 
 from kfp_gpu import storage
-from kfp_gpu.mpi import crd
+from kfp_gpu.mpi import backends
 from kfp_gpu.mpi.jobs_api import MPIJobClient
 from kfp_gpu.mpi.records import ResourceRecord, phase
 
@@ -25,31 +26,30 @@ log = logging.getLogger(__name__)
 
 
 def job_identity(job: Mapping) -> tuple[str, str]:
-    """``(namespace, name)`` of an MPIJob dict.
+    """``(namespace, name)`` of an MPIJob or TrainJob dict.
 
     Raises:
-        ValueError: ``job`` is not a ``kubeflow.org/v2beta1`` MPIJob with a name.
+        ValueError: ``job`` is neither a ``kubeflow.org/v2beta1`` MPIJob nor a
+            ``trainer.kubeflow.org/v1alpha1`` TrainJob, or has no name.
     """
-    if job.get("apiVersion") != crd.API_VERSION or job.get("kind") != crd.KIND:
-        raise ValueError(f"expected a {crd.API_VERSION} {crd.KIND}, got "
-                         f"{job.get('apiVersion')} {job.get('kind')}")
+    kind = backends.for_object(job).kind
     meta = job.get("metadata") or {}
     if not meta.get("name"):
-        raise ValueError("the MPIJob needs metadata.name (kfp_gpu.mpi.names.job_name)")
+        raise ValueError(f"the {kind} needs metadata.name (kfp_gpu.mpi.names.job_name)")
     return meta.get("namespace") or "default", meta["name"]
 
 
 def _from_record(jobs: MPIJobClient, record_path) -> dict | None:
     previous = ResourceRecord.read(record_path)
-    if previous is None or previous.kind != crd.KIND:
+    if previous is None or previous.kind != jobs.kind:
         return None
     obj = jobs.get(previous.namespace, previous.name)
     if obj is not None:
-        log.info("re-attaching to MPIJob %s/%s from the record of an earlier attempt",
-                 previous.namespace, previous.name)
+        log.info("re-attaching to %s %s/%s from the record of an earlier attempt",
+                 jobs.kind, previous.namespace, previous.name)
     else:
-        log.info("MPIJob %s/%s of the earlier record is gone; creating a new one",
-                 previous.namespace, previous.name)
+        log.info("%s %s/%s of the earlier record is gone; creating a new one",
+                 jobs.kind, previous.namespace, previous.name)
     return obj
 
 
@@ -58,7 +58,7 @@ def _create_or_get(jobs: MPIJobClient, job: Mapping, ns: str, name: str) -> tupl
 
     try:
         obj = jobs.create(ns, job)
-        log.info("created MPIJob %s/%s", ns, name)
+        log.info("created %s %s/%s", jobs.kind, ns, name)
         return obj, False
     except ApiException as e:
         if e.status != 409:
@@ -66,7 +66,7 @@ def _create_or_get(jobs: MPIJobClient, job: Mapping, ns: str, name: str) -> tupl
     obj = jobs.get(ns, name)
     if obj is None:  # deleted between our POST and GET: try once more
         return jobs.create(ns, job), False
-    log.info("MPIJob %s/%s exists (409); re-attaching", ns, name)
+    log.info("%s %s/%s exists (409); re-attaching", jobs.kind, ns, name)
     return obj, True
 
 
@@ -78,32 +78,35 @@ def replace_failed(jobs: MPIJobClient, job: Mapping, ns: str, name: str, *,
     Raises:
         TimeoutError: the old MPIJob is still there after ``timeout_s``.
     """
-    log.warning("MPIJob %s/%s of an earlier attempt has Failed; deleting it and creating "
-                "a new one", ns, name)
+    log.warning("%s %s/%s of an earlier attempt has Failed; deleting it and creating "
+                "a new one", jobs.kind, ns, name)
     jobs.delete(ns, name)
     end = time.monotonic() + timeout_s
     while jobs.get(ns, name) is not None:
         if time.monotonic() >= end:
-            raise TimeoutError(f"the Failed MPIJob {ns}/{name} is still "
+            raise TimeoutError(f"the Failed {jobs.kind} {ns}/{name} is still "
                                f"there {timeout_s:.0f}s after its delete")
         jobs.sleep(poll_s)
     new_ns, new_name = job_identity(job)
     obj = jobs.create(new_ns, job)
-    log.info("created MPIJob %s/%s in place of the Failed one", new_ns, new_name)
+    log.info("created %s %s/%s in place of the Failed one", jobs.kind, new_ns, new_name)
     return obj
 
 
 def create_or_attach(jobs: MPIJobClient, job: Mapping, record_path: str | os.PathLike, *,
                      replace_timeout_s: float = 120.0, poll_s: float = 2.0
                      ) -> tuple[dict, bool]:
-    """Return ``(MPIJob object, reattached)`` and write the record to ``record_path``.
+    """Return ``(job object, reattached)`` and write the record to ``record_path``.
 
     Raises:
-        ValueError: ``job`` is not a ``kubeflow.org/v2beta1`` MPIJob with a name.
+        ValueError: ``job`` is not a job of ``jobs.backend``'s kind, or has no name.
         TimeoutError: a Failed MPIJob did not go within ``replace_timeout_s``.
         kubernetes.client.exceptions.ApiException: non-transient API errors (403, 422...).
     """
     ns, name = job_identity(job)
+    if not jobs.backend.matches(job):
+        raise ValueError(f"this client follows {jobs.backend.api_version} {jobs.kind}, got "
+                         f"{job.get('apiVersion')} {job.get('kind')}")
     obj = _from_record(jobs, record_path)
     reattached = obj is not None
     if obj is None:

@@ -43,6 +43,7 @@ def delete_after_cancel(jobs: MPIJobClient, namespace: str, name: str) -> None:
     default 30 s ``terminationGracePeriodSeconds``)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a 2nd SIGTERM: keep deleting
-    log.warning("SIGTERM: the run was cancelled; deleting MPIJob %s/%s", namespace, name)
+    log.warning("SIGTERM: the run was cancelled; deleting %s %s/%s", jobs.kind, namespace,
+                name)
     if name:
         jobs.with_backoff(CANCEL_BACKOFF).delete(namespace, name)

@@ -1,9 +1,10 @@
-"""MPIJob API calls (the request-sending side of the launcher), each with a request
+"""Job API calls (the request-sending side of the launcher), each with a request
 timeout and retried on transient errors (:mod:`kfp_gpu.mpi.retry`).
 
-Kubernetes calls: ``CustomObjectsApi`` get/create/delete/list/watch of
-``mpijobs.kubeflow.org`` (group/version/plural from :mod:`kfp_gpu.mpi.crd`); deletes use
-``propagationPolicy: Foreground`` so the Launcher and Worker pods go with the job.
+Kubernetes calls: ``CustomObjectsApi`` get/create/delete/list/watch of the backend's
+resource (:mod:`kfp_gpu.mpi.backends`: ``mpijobs.kubeflow.org`` by default, or
+``trainjobs.trainer.kubeflow.org``); deletes use ``propagationPolicy: Foreground`` so the
+job's pods go with it.
 """
 
 from __future__ import annotations
@@ -12,23 +13,26 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 
-from kfp_gpu.mpi import crd, retry
+from kfp_gpu.mpi import backends, retry
 from kfp_gpu.mpi.retry import DEFAULT_BACKOFF, Backoff
 
 log = logging.getLogger(__name__)
 
 
 class MPIJobClient:
-    """MPIJob requests against one API server.
+    """Job requests (MPIJob, or TrainJob with ``backend=backends.TRAINJOB``) against one
+    API server.
 
     Args:
         api_client: a ``kubernetes.client.ApiClient`` (see :func:`kfp_gpu.kube.api_client`).
         backoff: retry policy for transient errors.
         sleep: the wait between retries (tests pass a fake).
+        backend: the job kind (:mod:`kfp_gpu.mpi.backends`), MPIJob by default.
     """
 
     def __init__(self, api_client, backoff: Backoff = DEFAULT_BACKOFF,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep,
+                 backend: backends.Backend = backends.MPIJOB):
         # The kubernetes client is an I/O dependency: imported when a client is made.
         from kubernetes import client
 
@@ -37,10 +41,13 @@ class MPIJobClient:
         self.core = client.CoreV1Api(api_client)
         self.backoff = backoff
         self.sleep = sleep
+        self.backend = backend
+        self.kind = backend.kind
+        self._res = (backend.group, backend.version)
 
     def with_backoff(self, backoff: Backoff) -> MPIJobClient:
         """The same client with another retry policy (e.g. ``retry.CANCEL_BACKOFF``)."""
-        return MPIJobClient(self.api_client, backoff, self.sleep)
+        return MPIJobClient(self.api_client, backoff, self.sleep, self.backend)
 
     def _call(self, what: str, fn: Callable, *args, **kwargs):
         return retry.call(self.backoff, what, fn, *args, sleep=self.sleep, **kwargs)
@@ -50,8 +57,8 @@ class MPIJobClient:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return self._call("get MPIJob", self.custom.get_namespaced_custom_object,
-                              crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name)
+            return self._call(f"get {self.kind}", self.custom.get_namespaced_custom_object,
+                              *self._res, namespace, self.backend.plural, name)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -59,8 +66,8 @@ class MPIJobClient:
 
     def create(self, namespace: str, job: Mapping) -> dict:
         """POST the MPIJob; returns the created object (409 and others are raised)."""
-        return self._call("create MPIJob", self.custom.create_namespaced_custom_object,
-                          crd.GROUP, crd.VERSION, namespace, crd.PLURAL, dict(job))
+        return self._call(f"create {self.kind}", self.custom.create_namespaced_custom_object,
+                          *self._res, namespace, self.backend.plural, dict(job))
 
     def delete(self, namespace: str, name: str) -> None:
         """Delete with ``propagationPolicy: Foreground`` (404 is fine)."""
@@ -68,18 +75,19 @@ class MPIJobClient:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self._call("delete MPIJob", self.custom.delete_namespaced_custom_object,
-                       crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name,
+            self._call(f"delete {self.kind}", self.custom.delete_namespaced_custom_object,
+                       *self._res, namespace, self.backend.plural, name,
                        body=client.V1DeleteOptions(propagation_policy="Foreground"))
-            log.info("deleted MPIJob %s/%s (propagationPolicy Foreground)", namespace, name)
+            log.info("deleted %s %s/%s (propagationPolicy Foreground)", self.kind, namespace,
+                     name)
         except ApiException as e:
             if e.status != 404:
                 raise
 
     def list_one(self, namespace: str, name: str) -> tuple[dict | None, str]:
         """``(the MPIJob or None, the list's resourceVersion)`` -- where a WATCH starts."""
-        out = self._call("list MPIJobs", self.custom.list_namespaced_custom_object,
-                         crd.GROUP, crd.VERSION, namespace, crd.PLURAL,
+        out = self._call(f"list {self.backend.plural}", self.custom.list_namespaced_custom_object,
+                         *self._res, namespace, self.backend.plural,
                          field_selector=f"metadata.name={name}")
         items = out.get("items") or []
         return (items[0] if items else None), out["metadata"]["resourceVersion"]
@@ -92,8 +100,8 @@ class MPIJobClient:
         from kubernetes import watch
 
         yield from watch.Watch().stream(
-            self.custom.list_namespaced_custom_object, crd.GROUP, crd.VERSION, namespace,
-            crd.PLURAL, field_selector=f"metadata.name={name}",
+            self.custom.list_namespaced_custom_object, *self._res, namespace,
+            self.backend.plural, field_selector=f"metadata.name={name}",
             resource_version=resource_version, timeout_seconds=timeout_s,
             _request_timeout=(10, timeout_s + 30))
 

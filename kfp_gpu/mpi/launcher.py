@@ -1,4 +1,8 @@
-"""Launch an MPIJob and follow it to the end: the I/O side of distributed training.
+"""Launch an MPIJob or a TrainJob and follow it to the end: the I/O side of distributed
+training. The job's apiVersion/kind picks a :class:`kfp_gpu.mpi.backends.Backend` (API
+coordinates, terminal conditions, launcher pod selector and container); "MPIJob" below
+stands for either (a TrainJob ends with ``Complete``/``Failed`` and its launcher pod is
+found by JobSet's labels, container ``node``).
 
 After the remote-runner pattern of Google Cloud Pipeline Components (GCPC: a small
 launcher container creates the remote job, records it in an output so that a retried or
@@ -32,7 +36,8 @@ This module composes them (:func:`launch`) and is the ``python -m kfp_gpu.mpi.la
 command.
 
 RBAC the launcher's service account needs in the namespace (see docs/distributed.md):
-``mpijobs.kubeflow.org``: create, get, list, watch, delete; ``pods``: get, list, watch;
+``mpijobs.kubeflow.org`` (or ``trainjobs.trainer.kubeflow.org``): create, get, list, watch,
+delete; ``pods``: get, list, watch;
 ``pods/log``: get; ``events``: list.
 """
 
@@ -45,7 +50,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from kfp_gpu.kube import api_client
-from kfp_gpu.mpi import attach, cancel, watch
+from kfp_gpu.mpi import attach, backends, cancel, watch
 from kfp_gpu.mpi.jobs_api import MPIJobClient
 from kfp_gpu.mpi.logs import LauncherLogs
 from kfp_gpu.mpi.records import (
@@ -73,9 +78,11 @@ class Launcher:
         watch_timeout_s: server-side ``timeoutSeconds`` of each WATCH request.
         log_sink: called with each launcher log line (default: print to stdout).
         tail_lines: launcher log lines kept for errors/results.
-        launcher_container: container name of the launcher pod.
+        launcher_container: container name of the launcher pod; default the backend's
+            (``launcher``; ``node`` in a TrainJob).
         log_poll_s: seconds between looks for the launcher pod.
         replace_timeout_s: seconds to wait for a Failed MPIJob to go before re-creating it.
+        backend: the job kind (:mod:`kfp_gpu.mpi.backends`); default MPIJob.
 
     Attributes:
         namespace, name: the MPIJob followed (set by :meth:`create_or_attach`; set them
@@ -84,10 +91,12 @@ class Launcher:
 
     def __init__(self, api_client, *, backoff: Backoff = DEFAULT_BACKOFF,
                  watch_timeout_s: int = 60, log_sink: Callable[[str], None] | None = None,
-                 tail_lines: int = 50, launcher_container: str = "launcher",
+                 tail_lines: int = 50, launcher_container: str | None = None,
                  log_poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep,
-                 replace_timeout_s: float = 120.0):
-        self.jobs = MPIJobClient(api_client, backoff, sleep)
+                 replace_timeout_s: float = 120.0, backend: backends.Backend | None = None):
+        self.backend = backend or backends.MPIJOB
+        launcher_container = launcher_container or self.backend.launcher_container
+        self.jobs = MPIJobClient(api_client, backoff, sleep, self.backend)
         self.watch_timeout_s = watch_timeout_s
         self.log_sink = log_sink or (lambda line: print(line, flush=True))
         self.tail_lines, self.launcher_container = tail_lines, launcher_container
@@ -97,8 +106,16 @@ class Launcher:
 
     def create_or_attach(self, job: Mapping, record_path: str | os.PathLike
                          ) -> tuple[dict, bool]:
-        """:func:`kfp_gpu.mpi.attach.create_or_attach`; then follows the job it returns."""
+        """:func:`kfp_gpu.mpi.attach.create_or_attach`; then follows the job it returns
+        (switching to the backend of ``job``'s kind if it is not the one given)."""
         self.namespace, self.name = attach.job_identity(job)
+        backend = backends.for_object(job)
+        if backend is not self.backend:
+            if self.launcher_container == self.backend.launcher_container:
+                self.launcher_container = backend.launcher_container
+            self.backend = backend
+            self.jobs = MPIJobClient(self.jobs.api_client, self.jobs.backoff, self.jobs.sleep,
+                                     backend)
         obj, reattached = attach.create_or_attach(
             self.jobs, job, record_path, replace_timeout_s=self.replace_timeout_s,
             poll_s=self.log_poll_s)
@@ -111,7 +128,8 @@ class Launcher:
         """Follow the launcher pod's log (:class:`kfp_gpu.mpi.logs.LauncherLogs`)."""
         self.logs = LauncherLogs(self.jobs.core, self.namespace, self.name,
                                  sink=self.log_sink, tail_lines=self.tail_lines,
-                                 container=self.launcher_container, poll_s=self.log_poll_s)
+                                 container=self.launcher_container, poll_s=self.log_poll_s,
+                                 selector=self.backend.launcher_selector(self.name))
         self.logs.start()
 
     def log_tail(self) -> list[str]:
@@ -142,7 +160,7 @@ class Launcher:
         if self.logs:
             self.logs.abort()
         cancel.delete_after_cancel(self.jobs, self.namespace, self.name)
-        return LaunchCancelled(f"cancelled; MPIJob {self.namespace}/{self.name} "
+        return LaunchCancelled(f"cancelled; {self.backend.kind} {self.namespace}/{self.name} "
                                "deleted (propagationPolicy Foreground)")
 
     def run(self, job: Mapping, record_path: str | os.PathLike) -> tuple[dict, list[str], bool]:
@@ -157,7 +175,7 @@ class Launcher:
             final = self.wait()
         except MPIJobFailed as e:
             raise MPIJobFailed(e.name, e.reason, e.message, self.stop_logs(),
-                               self.events()) from None
+                               self.events(), kind=self.backend.kind) from None
         return final, self.stop_logs(), reattached
 
 
@@ -165,10 +183,12 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
            backoff: Backoff = DEFAULT_BACKOFF, watch_timeout_s: int = 60,
            log_sink: Callable[[str], None] | None = None, tail_lines: int = 50,
            handle_sigterm: bool = True, log_poll_s: float = 2.0) -> LaunchResult:
-    """Run the MPIJob ``job`` (a dict from :func:`kfp_gpu.mpi.mpijob.build`) to completion.
+    """Run the MPIJob or TrainJob ``job`` (a dict from :func:`kfp_gpu.mpi.mpijob.build` or
+    :func:`kfp_gpu.mpi.trainjob.build`) to completion.
 
     Args:
-        job: the MPIJob (``metadata.name`` and ``metadata.namespace`` set).
+        job: the MPIJob or TrainJob (``metadata.name`` and ``metadata.namespace`` set); its
+            apiVersion/kind picks the backend (:func:`kfp_gpu.mpi.backends.for_object`).
         record_path: where the :class:`~kfp_gpu.mpi.records.ResourceRecord` JSON goes (a KFP
             output path); read first to re-attach after a retry.
         api: a ``kubernetes.client.ApiClient``; default :func:`kfp_gpu.kube.api_client`.
@@ -176,16 +196,19 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
         handle_sigterm: install the SIGTERM -> delete handler (main thread only).
 
     Returns:
-        :class:`~kfp_gpu.mpi.records.LaunchResult` when the MPIJob Succeeded.
+        :class:`~kfp_gpu.mpi.records.LaunchResult` when the job Succeeded (a TrainJob:
+        ``Complete``).
 
     Raises:
-        MPIJobFailed: the MPIJob Failed (reason, message, events, last launcher log lines).
-        LaunchCancelled: SIGTERM arrived; the MPIJob was deleted (Foreground).
-        ValueError: ``job`` is not an MPIJob.
+        MPIJobFailed: the job Failed (reason, message, events, last launcher log lines).
+        LaunchCancelled: SIGTERM arrived; the job was deleted (Foreground).
+        ValueError: ``job`` is neither an MPIJob nor a TrainJob.
         kubernetes.client.exceptions.ApiException: non-transient API errors.
     """
+    backend = backends.for_object(job)
     launcher = Launcher(api or api_client(), backoff=backoff, watch_timeout_s=watch_timeout_s,
-                        log_sink=log_sink, tail_lines=tail_lines, log_poll_s=log_poll_s)
+                        log_sink=log_sink, tail_lines=tail_lines, log_poll_s=log_poll_s,
+                        backend=backend)
     launcher.namespace, launcher.name = attach.job_identity(job)
     with cancel.sigterm_raises(handle_sigterm):
         try:
@@ -193,9 +216,9 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
         except cancel.CancelSignal:
             raise launcher.cancel() from None
     if phase(final) == "Failed":
-        c = condition(final, "Failed") or {}
+        c = condition(final, backend.failure) or {}
         raise MPIJobFailed(launcher.name, c.get("reason", "Failed"), c.get("message", ""),
-                           tail, launcher.events())
+                           tail, launcher.events(), kind=backend.kind)
     return LaunchResult(record=ResourceRecord.of(final), status="Succeeded",
                         conditions=list((final.get("status") or {}).get("conditions") or []),
                         log_tail=tail, reattached=reattached)
@@ -203,7 +226,7 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
 
 # ---------------------------------------------------------------- command line
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kfp_gpu.mpi.launcher --job mpijob.yaml --record record.json [--kubeconfig F]``
+    """``python -m kfp_gpu.mpi.launcher --job job.yaml --record record.json [--kubeconfig F]``
 
     Exit status: 0 Succeeded, 1 Failed, :data:`EXIT_CANCELLED` after SIGTERM.
     """
@@ -213,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import yaml
 
     p = argparse.ArgumentParser(prog="kfp_gpu.mpi.launcher", description=main.__doc__)
-    p.add_argument("--job", required=True, help="MPIJob YAML/JSON file")
+    p.add_argument("--job", required=True, help="MPIJob or TrainJob YAML/JSON file")
     p.add_argument("--record", required=True, help="resource record output path")
     p.add_argument("--kubeconfig", default=None)
     p.add_argument("--host", default=None, help="API server URL (no auth; tests)")
@@ -232,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MPIJobFailed as e:
         print(str(e), file=sys.stderr, flush=True)
         return 1
-    print(f"MPIJob {result.record.namespace}/{result.record.name}: {result.status}", flush=True)
+    print(f"{result.record.kind} {result.record.namespace}/{result.record.name}: "
+          f"{result.status}", flush=True)
     return 0
 
 

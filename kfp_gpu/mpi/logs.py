@@ -2,7 +2,9 @@
 
 Launcher pods are found by the labels the MPI Operator sets
 (``training.kubeflow.org/job-name=<name>``, ``training.kubeflow.org/job-role=launcher``,
-:mod:`kfp_gpu.mpi.crd`). A restarted Launcher gets a new pod: each is followed in turn.
+:mod:`kfp_gpu.mpi.crd`), or any other selector (a TrainJob's launcher pod: JobSet's labels,
+:meth:`kfp_gpu.mpi.backends.Backend.launcher_selector`). A restarted Launcher gets a new
+pod: each is followed in turn.
 """
 
 from __future__ import annotations
@@ -29,13 +31,17 @@ class LauncherLogs:
         sink: called with each log line.
         tail_lines: lines kept for errors/results.
         container: container name of the launcher pod (``"launcher"`` in
-            :func:`kfp_gpu.mpi.mpijob.launcher_template`).
+            :func:`kfp_gpu.mpi.mpijob.launcher_template`; ``"node"`` in a TrainJob).
         poll_s: seconds between looks for the launcher pod.
+        selector: label selector of the launcher pod(s); default the MPI Operator's.
     """
 
     def __init__(self, core, namespace: str, name: str, *, sink: Callable[[str], None],
-                 tail_lines: int = 50, container: str = "launcher", poll_s: float = 2.0):
+                 tail_lines: int = 50, container: str = "launcher", poll_s: float = 2.0,
+                 selector: str | None = None):
         self.core, self.namespace, self.name = core, namespace, name
+        self.selector = selector or (
+            f"{crd.JOB_NAME_LABEL}={name},{crd.JOB_ROLE_LABEL}=launcher")
         self.sink, self.container, self.poll_s = sink, container, poll_s
         self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self._done = threading.Event()  # stop the log thread now
@@ -88,8 +94,7 @@ class LauncherLogs:
 
     def _pods(self) -> list[dict]:
         """Launcher pods of the job that can have logs (not Pending), oldest first."""
-        sel = f"{crd.JOB_NAME_LABEL}={self.name},{crd.JOB_ROLE_LABEL}=launcher"
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=sel,
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
                                              _request_timeout=30)
         items = [p.to_dict() for p in pods.items]
         items = [p for p in items if (p.get("status") or {}).get("phase") != "Pending"]

@@ -1,7 +1,9 @@
 """What the launcher records and reports: the MPIJob's identity, its phase, the outcome.
 
 Conditions are mpi-operator ``v2beta1`` JobConditions (``pkg/apis/kubeflow/v2beta1/
-types.go``: Created, Running, Restarting, Suspended, Succeeded, Failed).
+types.go``: Created, Running, Restarting, Suspended, Succeeded, Failed) or, for a TrainJob,
+Kubeflow Trainer's (Suspended, Complete, Failed); :func:`phase` normalises both
+(:meth:`kfp_gpu.mpi.backends.Backend.phase`).
 """
 
 from __future__ import annotations
@@ -74,13 +76,14 @@ class LaunchResult:
 
 
 class MPIJobFailed(RuntimeError):
-    """The MPIJob reached ``Failed`` (or vanished); carries reason, message and log tail."""
+    """The job (an MPIJob, or a TrainJob: ``kind``) reached ``Failed`` (or vanished);
+    carries reason, message and log tail."""
 
     def __init__(self, name: str, reason: str, message: str, log_tail: Sequence[str] = (),
-                 events: Sequence[str] = ()):
-        self.name, self.reason, self.message = name, reason, message
+                 events: Sequence[str] = (), kind: str = crd.KIND):
+        self.name, self.reason, self.message, self.kind = name, reason, message, kind
         self.log_tail, self.events = list(log_tail), list(events)
-        text = f"MPIJob {name} failed: {reason}: {message}"
+        text = f"{kind} {name} failed: {reason}: {message}"
         if self.events:
             text += "\nevents:\n  " + "\n  ".join(self.events)
         if self.log_tail:
@@ -102,11 +105,20 @@ def condition(obj: Mapping, ctype: str) -> dict | None:
 
 
 def phase(obj: Mapping) -> str:
-    """The job's phase from its conditions: the terminal one if any, else the latest True
-    one (Created/Running/Restarting/Suspended), else ``"Pending"``."""
-    for t in TERMINAL:
-        if condition(obj, t):
-            return t
-    conds = [c for c in (obj.get("status") or {}).get("conditions") or []
-             if c.get("status") == "True"]
-    return conds[-1]["type"] if conds else "Pending"
+    """The job's normalised phase (:meth:`kfp_gpu.mpi.backends.Backend.phase` of the
+    backend its apiVersion/kind names; an object of another kind is read as an MPIJob):
+    ``Succeeded``/``Failed`` from the kind's terminal conditions, else Suspended, the latest
+    True condition (Created/Running/Restarting), a TrainJob's Created/Running from its
+    ``jobsStatus``, else ``"Pending"``."""
+    from kfp_gpu.mpi import backends
+
+    try:
+        backend = backends.for_object(obj)
+    except ValueError:
+        backend = backends.MPIJOB
+    return backend.phase(obj)
+
+
+def failure(obj: Mapping) -> dict | None:
+    """The True failure condition of ``obj`` (``Failed`` for both kinds), or None."""
+    return condition(obj, "Failed")

@@ -1,4 +1,4 @@
-"""Watch an MPIJob until it is Succeeded or Failed.
+"""Watch an MPIJob (or TrainJob) until it is Succeeded (TrainJob: Complete) or Failed.
 
 LIST + WATCH from the list's ``resourceVersion`` (Kubernetes API concepts, "Efficient
 detection of changes"); a watch that ends (``timeoutSeconds``) resumes from the last seen
@@ -29,7 +29,8 @@ class _Progress:
         p = phase(obj)
         if p != self.last:
             c = condition(obj, p) or {}
-            log.info("MPIJob %s: %s %s", self.name, p,
+            c = self.jobs.backend.terminal_condition(obj) or c
+            log.info("%s %s: %s %s", self.jobs.kind, self.name, p,
                      f"({c.get('reason', '')}: {c.get('message', '')})" if c else "")
             self.last = p
         return p in TERMINAL
@@ -65,8 +66,8 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
             if rv is None:
                 obj, rv = jobs.list_one(namespace, name)
                 if obj is None:
-                    raise MPIJobFailed(name, "Deleted", "the MPIJob no longer exists",
-                                       log_tail())
+                    raise MPIJobFailed(name, "Deleted", f"the {jobs.kind} no longer exists",
+                                       log_tail(), kind=jobs.kind)
                 if progress.seen(obj):
                     return obj
             for event in jobs.watch(namespace, name, rv, watch_timeout_s):
@@ -74,8 +75,9 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
                 obj = event["raw_object"]
                 rv = obj.get("metadata", {}).get("resourceVersion", rv)
                 if event["type"] == "DELETED":
-                    raise MPIJobFailed(name, "Deleted", "the MPIJob was deleted while running",
-                                       log_tail())
+                    raise MPIJobFailed(name, "Deleted",
+                                       f"the {jobs.kind} was deleted while running",
+                                       log_tail(), kind=jobs.kind)
                 if progress.seen(obj):
                     return obj
             progress.failures = 0  # the watch timed out normally: resume from rv

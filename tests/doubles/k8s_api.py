@@ -1,4 +1,12 @@
-"""A local double of the Kubernetes API server for the MPIJob launcher tests.
+"""A local double of the Kubernetes API server for the MPIJob / TrainJob launcher tests.
+
+Custom resources served (one table, :data:`tests.doubles.k8s_resources.SERVED`): MPIJobs
+(``kubeflow.org/v2beta1``), TrainJobs (``trainer.kubeflow.org/v1alpha1``) and, read-only
+and cluster-scoped, ClusterTrainingRuntimes. ``.../mpijobs`` below stands for any of them
+(``/apis/<group>/<version>/namespaces/<ns>/<plural>``, or ``/apis/<group>/<version>/<plural>``
+for a cluster-scoped one). With a status subresource (MPIJob, TrainJob), ``status`` is
+dropped on create and ``PUT``/``PATCH`` (``application/merge-patch+json``) of
+``.../<name>/status`` change only the status.
 
 It speaks real HTTP (``http.server`` on 127.0.0.1, a random port, HTTP/1.1 with chunked
 watch streams) with the semantics the launcher relies on, as the API server implements
@@ -29,10 +37,13 @@ Fault injection: :meth:`FakeKube.fail_next` (the next N matching requests get a 
 :meth:`FakeKube.expire_watches` (other cluster activity advances the resourceVersion, the
 history is compacted and open watches end, so resuming from the last seen version gets 410).
 
-:class:`ScriptedController` plays the MPI Operator: on a create it advances the MPIJob's
-``status.conditions`` (Created -> Running -> Succeeded/Failed, the v2beta1 JobCondition
-types) and runs a launcher pod (labels ``training.kubeflow.org/job-name`` /
-``training.kubeflow.org/job-role: launcher``) whose log lines appear over time.
+:class:`ScriptedController` plays the operator of the kind created
+(:data:`tests.doubles.k8s_resources.OPERATORS`): for an MPIJob the MPI Operator (Created ->
+Running -> Succeeded/Failed JobConditions, launcher pod labelled
+``training.kubeflow.org/job-name`` / ``job-role: launcher``), for a TrainJob Kubeflow
+Trainer on JobSet (``jobsStatus``, then Complete/Failed, launcher pod labelled
+``jobset.sigs.k8s.io/jobset-name`` / ``replicatedjob-name: launcher``, container ``node``);
+the launcher pod's log lines appear over time.
 
 Usage::
 
@@ -44,18 +55,22 @@ Usage::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import json
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from tests.doubles.http import JsonHandler, LoopbackServer
+from tests.doubles.k8s_resources import OPERATORS, SERVED, ScriptedController, served
 
-MPI_PREFIX = "/apis/kubeflow.org/v2beta1/namespaces/"
+__all__ = ["SERVED", "FakeKube", "ScriptedController", "status_body"]
+
+APIS_PREFIX = "/apis/"
 CORE_PREFIX = "/api/v1/namespaces/"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
@@ -96,67 +111,6 @@ class _Fault:
     def matches(self, method: str, path: str) -> bool:
         return (self.remaining > 0 and (self.method is None or self.method == method)
                 and (self.path_contains is None or self.path_contains in path))
-
-
-@dataclass
-class ScriptedController:
-    """Plays the MPI Operator for each MPIJob created.
-
-    Attributes:
-        outcome: ``"Succeeded"``, ``"Failed"`` or ``None`` (stays Running until deleted).
-        log: launcher log lines, appended one per ``step_s`` while Running.
-        reason / message: of the terminal condition (Failed: e.g. ``BackoffLimitExceeded``).
-        step_s: seconds between steps.
-        gate: if set, the controller waits for it before the terminal condition (tests use it
-            to expire watches while the job runs).
-    """
-
-    outcome: str | None = "Succeeded"
-    log: list[str] = field(default_factory=lambda: ["launcher started"])
-    reason: str = ""
-    message: str = ""
-    step_s: float = 0.02
-    gate: threading.Event | None = None
-
-    def run(self, kube: FakeKube, ns: str, name: str) -> None:
-        def alive() -> bool:
-            obj = kube.get_object("mpijobs", ns, name)
-            return obj is not None and not obj["metadata"].get("deletionTimestamp")
-
-        time.sleep(self.step_s)
-        if not alive():
-            return
-        kube.set_condition(ns, name, "Created", "MPIJobCreated",
-                           f"MPIJob {ns}/{name} is created.")
-        pod = f"{name}-launcher-{uuid.uuid4().hex[:5]}"
-        kube.create_pod(ns, pod, {JOB_NAME_LABEL: name, JOB_ROLE_LABEL: "launcher"},
-                        owner=name)
-        time.sleep(self.step_s)
-        if not alive():
-            return
-        kube.set_pod_phase(ns, pod, "Running")
-        kube.set_condition(ns, name, "Running", "MPIJobRunning",
-                           f"MPIJob {ns}/{name} is running.")
-        for line in self.log:
-            if not alive():
-                return
-            kube.append_log(ns, pod, line)
-            time.sleep(self.step_s)
-        if self.gate is not None:
-            self.gate.wait(30)
-        if self.outcome is None or not alive():
-            return
-        kube.set_pod_phase(ns, pod, "Succeeded" if self.outcome == "Succeeded" else "Failed")
-        if self.outcome == "Succeeded":
-            kube.set_condition(ns, name, "Succeeded", self.reason or "MPIJobSucceeded",
-                               self.message or f"MPIJob {ns}/{name} successfully completed.",
-                               running_false=True)
-        else:
-            kube.add_event(ns, name, "Warning", self.reason or "MPIJobFailed",
-                           self.message or "launcher failed")
-            kube.set_condition(ns, name, "Failed", self.reason or "MPIJobFailed",
-                               self.message or f"MPIJob {ns}/{name} has failed",
-                               running_false=True)
 
 
 class FakeKube:
@@ -265,49 +219,79 @@ class FakeKube:
     def create_object(self, plural: str, ns: str, obj: dict) -> tuple[int, dict]:
         name = obj.get("metadata", {}).get("name", "")
         with self._lock:
+            res = SERVED.get(plural)
+            group = res.group if res else ""
             if (plural, ns, name) in self.objects:
                 return 409, status_body(409, "AlreadyExists",
-                                        f'{plural}.kubeflow.org "{name}" already exists',
-                                        {"name": name, "group": "kubeflow.org", "kind": plural})
+                                        f'{plural}.{group} "{name}" already exists',
+                                        {"name": name, "group": group, "kind": plural})
             obj = copy.deepcopy(obj)
+            if res is not None and res.status_subresource:
+                obj.pop("status", None)  # the API server ignores status on create
             meta = obj.setdefault("metadata", {})
-            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=_now(),
-                        generation=1)
+            meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
+            if ns:
+                meta["namespace"] = ns
             self.objects[(plural, ns, name)] = obj
             self._record("ADDED", plural, obj)
             return 201, copy.deepcopy(obj)
 
+    def put_object(self, plural: str, ns: str, obj: dict) -> dict:
+        """Store ``obj`` as if an admin had applied it (e.g. a ClusterTrainingRuntime, with
+        ``ns=""``); no controller runs. Returns the stored copy."""
+        code, out = self.create_object(plural, ns, obj)
+        assert code == 201, out
+        return out
+
     def set_condition(self, ns: str, name: str, ctype: str, reason: str, message: str,
-                      running_false: bool = False) -> None:
-        """Add/refresh a JobCondition (status True), as the operator's status update does."""
+                      running_false: bool = False, plural: str = "mpijobs") -> None:
+        """Add/refresh a condition (status True), as the operator's status update does:
+        a v2beta1 ``JobCondition`` for MPIJobs, a ``metav1.Condition`` for TrainJobs."""
+        job_shape = OPERATORS[plural].job_condition_shape
         with self._lock:
-            obj = self.objects.get(("mpijobs", ns, name))
+            obj = self.objects.get((plural, ns, name))
             if obj is None:
                 return
             status = obj.setdefault("status", {})
             conds = status.setdefault("conditions", [])
             now = _now()
+            stamps = ({"lastUpdateTime": now, "lastTransitionTime": now} if job_shape
+                      else {"lastTransitionTime": now})
             for c in conds:
                 if running_false and c["type"] == "Running":
-                    c.update(status="False", lastUpdateTime=now, lastTransitionTime=now)
+                    c.update(status="False", **stamps)
             conds[:] = [c for c in conds if c["type"] != ctype]
             conds.append({"type": ctype, "status": "True", "reason": reason,
-                          "message": message, "lastUpdateTime": now,
-                          "lastTransitionTime": now})
-            status.setdefault("startTime", now)
-            if ctype in ("Succeeded", "Failed"):
-                status["completionTime"] = now
-            self._record("MODIFIED", "mpijobs", obj)
+                          "message": message, **stamps})
+            if job_shape:
+                status.setdefault("startTime", now)
+                if ctype in ("Succeeded", "Failed"):
+                    status["completionTime"] = now
+            self._record("MODIFIED", plural, obj)
 
-    def create_pod(self, ns: str, name: str, labels: dict, owner: str = "") -> None:
+    def set_jobs_status(self, ns: str, name: str, **counts: int) -> None:
+        """TrainJob ``status.jobsStatus`` of its launcher job (JobSet ReplicatedJobStatus:
+        ready/succeeded/failed/active/suspended), as the JobSet plugin copies it."""
+        with self._lock:
+            obj = self.objects.get(("trainjobs", ns, name))
+            if obj is None:
+                return
+            entry = {"name": "launcher", "ready": 0, "succeeded": 0, "failed": 0,
+                     "active": 0, "suspended": 0, **counts}
+            obj.setdefault("status", {})["jobsStatus"] = [entry]
+            self._record("MODIFIED", "trainjobs", obj)
+
+    def create_pod(self, ns: str, name: str, labels: dict, owner: str = "",
+                   container: str = "launcher", owner_plural: str = "mpijobs") -> None:
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
                             "uid": str(uuid.uuid4()), "creationTimestamp": _now()},
-               "spec": {"containers": [{"name": "launcher", "image": "launcher"}]},
+               "spec": {"containers": [{"name": container, "image": "launcher"}]},
                "status": {"phase": "Pending"}}
-        if owner:
-            pod["metadata"]["ownerReferences"] = [{"apiVersion": "kubeflow.org/v2beta1",
-                                                   "kind": "MPIJob", "name": owner,
+        if owner:  # (for a TrainJob the chain is Pod -> Job -> JobSet -> TrainJob)
+            res = SERVED[owner_plural]
+            pod["metadata"]["ownerReferences"] = [{"apiVersion": res.api_version,
+                                                   "kind": res.kind, "name": owner,
                                                    "uid": "", "controller": True}]
         with self._lock:
             self.objects[("pods", ns, name)] = pod
@@ -326,11 +310,12 @@ class FakeKube:
             self.logs.setdefault((ns, pod), []).append(line)
             self._lock.notify_all()
 
-    def add_event(self, ns: str, involved: str, etype: str, reason: str, message: str) -> None:
+    def add_event(self, ns: str, involved: str, etype: str, reason: str, message: str,
+                  kind: str = "MPIJob") -> None:
         name = f"{involved}.{uuid.uuid4().hex[:8]}"
         ev = {"apiVersion": "v1", "kind": "Event",
               "metadata": {"name": name, "namespace": ns},
-              "involvedObject": {"kind": "MPIJob", "name": involved, "namespace": ns},
+              "involvedObject": {"kind": kind, "name": involved, "namespace": ns},
               "type": etype, "reason": reason, "message": message, "lastTimestamp": _now()}
         with self._lock:
             self.objects[("events", ns, name)] = ev
@@ -373,10 +358,13 @@ class FakeKube:
         return [o for o in items if _selected(o, query)]
 
     # ------------------------------------------------------------------ HTTP side
-    def start_controller(self, ns: str, name: str) -> None:
-        if self.controller is None:
+    def start_controller(self, ns: str, name: str, plural: str = "mpijobs") -> None:
+        ctl = self.controller
+        if ctl is None or plural not in OPERATORS:
             return
-        t = threading.Thread(target=self.controller.run, args=(self, ns, name), daemon=True)
+        if ctl.plural != plural:  # one scripted outcome, played by this kind's operator
+            ctl = dataclasses.replace(ctl, plural=plural)
+        t = threading.Thread(target=ctl.run, args=(self, ns, name), daemon=True)
         t.start()
         self._threads.append(t)
 
@@ -384,6 +372,20 @@ class FakeKube:
 def _flag(query: dict, name: str) -> bool:
     """A boolean query parameter, parsed like Go's strconv.ParseBool (``True``, ``true``, ``1``...)."""
     return query.get(name, ["false"])[0] in ("1", "t", "T", "true", "TRUE", "True")
+
+
+def _merge_patch(target, patch):
+    """RFC 7386 JSON merge patch: objects merge key by key, ``null`` deletes, the rest
+    replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
 
 
 def _selected(obj: dict, query: dict) -> bool:
@@ -463,14 +465,26 @@ class _Handler(JsonHandler):
     def do_DELETE(self) -> None:
         self._handle("DELETE")
 
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
     # -- routes
-    def _route(self, method: str, path: str, query: dict, body: dict | None) -> int:
-        if path.startswith(MPI_PREFIX):
-            parts = path[len(MPI_PREFIX):].split("/")
-            if len(parts) >= 2 and parts[1] == "mpijobs":
-                ns = parts[0]
-                name = parts[2] if len(parts) > 2 else ""
-                return self._mpijobs(method, ns, name, query, body)
+    def _route(self, method: str, path: str, query: dict, body) -> int:
+        if path.startswith(APIS_PREFIX):
+            parts = path[len(APIS_PREFIX):].split("/")
+            if len(parts) >= 3:
+                group, version, rest = parts[0], parts[1], parts[2:]
+                ns = ""
+                if len(rest) >= 3 and rest[0] == "namespaces":
+                    ns, rest = rest[1], rest[2:]
+                res = served(group, version, rest[0])
+                if res is not None and bool(ns) == res.namespaced and len(rest) <= 3:
+                    name = rest[1] if len(rest) > 1 else ""
+                    sub = rest[2] if len(rest) > 2 else ""
+                    return self._custom(res.plural, method, ns, name, sub, query, body)
         if path.startswith(CORE_PREFIX):
             parts = path[len(CORE_PREFIX):].split("/")
             ns = parts[0]
@@ -485,32 +499,60 @@ class _Handler(JsonHandler):
         self.send_json(404, status_body(404, "NotFound", f"the server could not find {path}"))
         return 404
 
-    def _mpijobs(self, method: str, ns: str, name: str, query: dict, body) -> int:
+    def _fail(self, code: int, reason: str, message: str) -> int:
+        self.send_json(code, status_body(code, reason, message))
+        return code
+
+    def _custom(self, plural: str, method: str, ns: str, name: str, sub: str, query: dict,
+                body) -> int:
+        """A served custom resource (:data:`SERVED`): collection, object or ``/status``."""
+        res = SERVED[plural]
+        writes = ("POST", "DELETE", "PUT", "PATCH")
+        if (res.read_only and method in writes) or (sub and sub != "status") or (
+                sub and not res.status_subresource):
+            return self._fail(405, "MethodNotAllowed", f"{method} {plural}/{sub} not allowed")
         if method == "POST" and not name:
-            if body.get("apiVersion") != "kubeflow.org/v2beta1" or body.get("kind") != "MPIJob":
-                self.send_json(400, status_body(400, "BadRequest", "wrong apiVersion/kind"))
-                return 400
+            if body.get("apiVersion") != res.api_version or body.get("kind") != res.kind:
+                return self._fail(400, "BadRequest", "wrong apiVersion/kind")
             if body.get("metadata", {}).get("namespace", ns) != ns:
-                self.send_json(400, status_body(
-                    400, "BadRequest", "the namespace of the object does not match the URL"))
-                return 400
-            code, out = self.kube.create_object("mpijobs", ns, body)
+                return self._fail(400, "BadRequest",
+                                  "the namespace of the object does not match the URL")
+            code, out = self.kube.create_object(plural, ns, body)
             self.send_json(code, out)
             if code == 201:
-                self.kube.start_controller(ns, out["metadata"]["name"])
+                self.kube.start_controller(ns, out["metadata"]["name"], plural)
             return code
-        if method == "GET" and not name:
-            return self._list_or_watch("mpijobs", ns, query)
         if method == "GET":
-            return self._get("mpijobs", ns, name)
-        if method == "DELETE" and name:
+            return self._get(plural, ns, name) if name else self._list_or_watch(
+                plural, ns, query)
+        if method == "DELETE" and name and not sub:
             policy = (body or {}).get("propagationPolicy") or query.get(
                 "propagationPolicy", ["Background"])[0]
-            code, out = self.kube.delete_object("mpijobs", ns, name, policy)
+            code, out = self.kube.delete_object(plural, ns, name, policy)
             self.send_json(code, out)
             return code
-        self.send_json(405, status_body(405, "MethodNotAllowed", method))
-        return 405
+        if method in ("PUT", "PATCH") and sub == "status":
+            return self._write_status(plural, ns, name, method, body)
+        return self._fail(405, "MethodNotAllowed", method)
+
+    def _write_status(self, plural: str, ns: str, name: str, method: str, body) -> int:
+        """``PUT`` (replace) or ``PATCH`` (JSON merge patch, RFC 7386) of ``.status`` only;
+        everything else in the body is ignored, as with a status subresource."""
+        if method == "PATCH" and "merge-patch" not in (self.headers.get("Content-Type") or ""):
+            return self._fail(415, "UnsupportedMediaType",
+                              "only application/merge-patch+json is served for status")
+        kube = self.kube
+        with kube._lock:
+            obj = kube.objects.get((plural, ns, name))
+            if obj is None:
+                return self._fail(404, "NotFound", f'{plural} "{name}" not found')
+            new = (body or {}).get("status") or {}
+            obj["status"] = (copy.deepcopy(new) if method == "PUT"
+                             else _merge_patch(obj.get("status") or {}, new))
+            kube._record("MODIFIED", plural, obj)
+            out = copy.deepcopy(obj)
+        self.send_json(200, out)
+        return 200
 
     def _get(self, plural: str, ns: str, name: str) -> int:
         obj = self.kube.get_object(plural, ns, name)
@@ -528,8 +570,9 @@ class _Handler(JsonHandler):
         with kube._lock:
             rv = kube._rv
         items = kube.list_objects(plural, ns, query)
-        kind = {"mpijobs": "MPIJobList", "pods": "PodList", "events": "EventList"}[plural]
-        api = "kubeflow.org/v2beta1" if plural == "mpijobs" else "v1"
+        res = SERVED.get(plural)
+        kind = f"{res.kind}List" if res else {"pods": "PodList", "events": "EventList"}[plural]
+        api = res.api_version if res else "v1"
         self.send_json(200, {"apiVersion": api, "kind": kind,
                               "metadata": {"resourceVersion": str(rv)}, "items": items})
         return 200
@@ -574,7 +617,7 @@ class _Handler(JsonHandler):
                         continue
                 for rv, etype, _, obj in pending:
                     last = rv
-                    if obj["metadata"].get("namespace") == ns and _selected(obj, query):
+                    if obj["metadata"].get("namespace", "") == ns and _selected(obj, query):
                         self._chunk(json.dumps({"type": etype, "object": obj}).encode() + b"\n")
             self._end_chunked()
         finally:

@@ -19,6 +19,9 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
   (tests/doubles/k8s_cluster_nodes.json). Needs ``list nodes`` (cluster scope).
 - ``GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/<name>``: the CRD or ``404``
   ``NotFound``. Needs ``get customresourcedefinitions`` (apiextensions.k8s.io).
+- ``GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes``: the recorded
+  ClusterTrainingRuntimes (:attr:`FakeCluster.runtimes`). Needs ``list
+  clustertrainingruntimes`` (trainer.kubeflow.org, cluster scope).
 - ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: allowed for every
   authenticated user (the ``system:basic-user`` ClusterRole); answers for the effective
   (possibly impersonated) user with ``status.allowed`` and, when allowed, a ``reason``
@@ -41,6 +44,7 @@ from tests.doubles.http import JsonHandler, LoopbackServer
 
 NODES_FILE = Path(__file__).with_name("k8s_cluster_nodes.json")
 CRD_PREFIX = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
@@ -67,6 +71,27 @@ def mpijob_crd(versions=(("v2beta1", True, True),)) -> dict:
     }
 
 
+def crd(group: str, kind: str, plural: str, versions=(("v1", True, True),),
+        scope: str = "Namespaced") -> dict:
+    """A CRD with names and versions only (what doctor reads)."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": scope,
+                     "names": {"kind": kind, "plural": plural},
+                     "versions": [{"name": n, "served": s, "storage": st}
+                                  for n, s, st in versions]}}
+
+
+def trainer_crds() -> dict:
+    """Kubeflow Trainer v2.3.0's TrainJob / ClusterTrainingRuntime CRDs and JobSet's."""
+    v1a1 = (("v1alpha1", True, True),)
+    return {c["metadata"]["name"]: c for c in (
+        crd("trainer.kubeflow.org", "TrainJob", "trainjobs", v1a1),
+        crd("trainer.kubeflow.org", "ClusterTrainingRuntime", "clustertrainingruntimes", v1a1,
+            "Cluster"),
+        crd("jobset.x-k8s.io", "JobSet", "jobsets", (("v1alpha2", True, True),)))}
+
+
 def kai_queue_crd() -> dict:
     """KAI Scheduler's Queue CRD (scheduling.run.ai), names + versions only."""
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -90,6 +115,7 @@ class FakeCluster:
         "admin-token": ("kubernetes-admin", ["system:masters", "system:authenticated"])})
     cluster_grants: dict = field(default_factory=lambda: {"system:masters": ADMIN_RULES})
     rbac_objects: list = field(default_factory=list)
+    runtimes: list = field(default_factory=list)
     requests: list = field(default_factory=list)
 
     # ------------------------------------------------------------------ lifecycle
@@ -243,6 +269,13 @@ class _Handler(JsonHandler):
                                          "kind": "customresourcedefinitions"}))
                 return
             self.send_json(200, copy.deepcopy(c.crds[name]))
+            return
+        if path == RUNTIMES_PATH and "clustertrainingruntimes.trainer.kubeflow.org" in c.crds:
+            if self._check(who, "list", "trainer.kubeflow.org", "clustertrainingruntimes"):
+                self.send_json(200, {"apiVersion": "trainer.kubeflow.org/v1alpha1",
+                                     "kind": "ClusterTrainingRuntimeList",
+                                     "metadata": {"resourceVersion": "4712"},
+                                     "items": copy.deepcopy(c.runtimes)})
             return
         self.send_json(404, _status(404, "NotFound", "the server could not find the requested "
                                 "resource"))

@@ -1,12 +1,15 @@
 """Doctor, subject CRDs (apiextensions.k8s.io/v1): the MPI Operator's
 ``mpijobs.kubeflow.org`` (the suite writes ``kubeflow.org/v2beta1``, :mod:`kfp_gpu.mpi.crd`)
 and the KAI Scheduler / Run:ai ``queues.scheduling.run.ai`` (serves ``fraction`` /
-``gpu-memory`` requests)."""
+``gpu-memory`` requests); and those of the TrainJob backend
+(:data:`kfp_gpu.cluster.doctor.backends.CRDS`: Trainer's TrainJob / ClusterTrainingRuntime,
+JobSet), judged in :mod:`.backends`."""
 
 from __future__ import annotations
 
 import json
 
+from kfp_gpu.cluster.doctor.backends import CRDS as BACKEND_CRDS
 from kfp_gpu.cluster.doctor.model import ClusterFacts, Crd, Needs, Report, api_error
 from kfp_gpu.mpi import crd
 
@@ -18,7 +21,7 @@ KAI_QUEUE_CRD = "queues.scheduling.run.ai"
 def crds_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
     """The CRD table; problems when an MPIJob or a KAI request lacks its CRD."""
     rows = []
-    for name in (MPIJOB_CRD, KAI_QUEUE_CRD):
+    for name in (MPIJOB_CRD, KAI_QUEUE_CRD, *BACKEND_CRDS):
         c = facts.crds.get(name)
         if c is None:
             continue
@@ -26,7 +29,7 @@ def crds_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
         rows.append((name, status))
     rep.sections.append(("Custom resources", ("CRD", "status"), rows))
     mpi_crd = facts.crds.get(MPIJOB_CRD)
-    if needs.mpi and mpi_crd is not None:
+    if needs.mpi and needs.backend == "mpijob" and mpi_crd is not None:
         if mpi_crd.error:
             rep.problems.append(f"cannot read CRD {MPIJOB_CRD}: {mpi_crd.error}")
         elif not mpi_crd.present:
@@ -52,7 +55,7 @@ def read_crds(api_client, facts: ClusterFacts) -> None:
     from kubernetes.client.exceptions import ApiException
 
     ext = client.ApiextensionsV1Api(api_client)
-    for name in (MPIJOB_CRD, KAI_QUEUE_CRD):
+    for name in (MPIJOB_CRD, KAI_QUEUE_CRD, *BACKEND_CRDS):
         c = Crd(name=name)
         try:
             resp = ext.read_custom_resource_definition(name, _preload_content=False,

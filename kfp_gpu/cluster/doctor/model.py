@@ -63,12 +63,47 @@ class Access:
 
 
 @dataclass
+class Runtime:
+    """One ClusterTrainingRuntime (Kubeflow Trainer) as doctor reports it."""
+
+    name: str
+    mpi: bool = False
+    launcher_as_node: bool = False
+    images: tuple[str, ...] = ()
+
+    @classmethod
+    def from_api(cls, obj: dict) -> Runtime:
+        """From a ClusterTrainingRuntime object (JSON dict as the API returns it)."""
+        spec = obj.get("spec") or {}
+        mpi = (spec.get("mlPolicy") or {}).get("mpi")
+        images: list[str] = []
+        for rj in ((spec.get("template") or {}).get("spec") or {}).get("replicatedJobs") or []:
+            pod = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
+            for c in (pod.get("spec") or {}).get("containers") or []:
+                if c.get("image") and c["image"] not in images:
+                    images.append(c["image"])
+        return cls(name=(obj.get("metadata") or {}).get("name", ""), mpi=mpi is not None,
+                   launcher_as_node=bool((mpi or {}).get("runLauncherAsNode")),
+                   images=tuple(images))
+
+
+@dataclass
+class RuntimeFacts:
+    """The ClusterTrainingRuntimes seen (``error``: why they could not be listed)."""
+
+    runtimes: list[Runtime] = field(default_factory=list)
+    error: str = ""
+    listed: bool = False
+
+
+@dataclass
 class ClusterFacts:
     """Everything :func:`gather` saw. ``*_error``: why that part could not be read."""
 
     nodes: list[Node] = field(default_factory=list)
     nodes_error: str = ""
     crds: dict[str, Crd] = field(default_factory=dict)
+    runtimes: RuntimeFacts = field(default_factory=RuntimeFacts)
     kfp_host: str = ""
     kfp_ok: bool | None = None
     kfp_detail: str = ""
@@ -88,8 +123,11 @@ class Needs:
         resources: extended resource -> count per pod (from ``pod_fragment`` or the compiled
             pipeline's accelerator settings).
         node_selector: labels a node must carry.
-        mpi: the pipeline launches an MPIJob (MPI Operator CRD + launcher RBAC needed).
+        mpi: the pipeline launches a distributed job (its backend's CRDs + launcher RBAC
+            needed).
         source: where the needs came from, for the report.
+        backend: the kind that job is: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow
+            Trainer v2; ``--backend``).
     """
 
     request: gpu.GpuRequest | None = None
@@ -97,6 +135,7 @@ class Needs:
     node_selector: dict[str, str] = field(default_factory=dict)
     mpi: bool = False
     source: str = ""
+    backend: str = "mpijob"
 
 
 @dataclass

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 
+from kfp_gpu.cluster.doctor.backends import BACKEND_RESOURCES, BACKENDS
 from kfp_gpu.cluster.doctor.model import Access, ClusterFacts, Needs, Report, api_error
-from kfp_gpu.mpi import crd
+from kfp_gpu.mpi import crd, trainjob
 
 #: (apiGroup, resource[/subresource], verb) the launcher needs: manifests/rbac/role.yaml.
 LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     *((crd.GROUP, crd.PLURAL, verb) for verb in ("create", "delete", "get", "list", "watch")),
+    *((trainjob.GROUP, trainjob.PLURAL, verb)
+      for verb in ("create", "delete", "get", "list", "watch")),
     ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
     ("", "pods/log", "get"),
     ("", "events", "list"),
@@ -20,7 +23,8 @@ LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
 
 
 def access_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
-    """The permissions table; problems (MPIJob pipelines) or warnings for what is missing."""
+    """The permissions table; problems (pipelines that launch a distributed job) or
+    warnings for what is missing; what only the other backend needs is a warning."""
     if not facts.access and not facts.access_error:
         return
     rows = [(f"{a.verb} {a.resource}" + (f" ({a.group})" if a.group else ""),
@@ -29,7 +33,14 @@ def access_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
             for a in facts.access]
     rep.sections.append((f"Launcher permissions: {facts.subject} in {facts.namespace}",
                          ("action", "allowed"), rows))
-    missing = [f"{a.verb} {a.resource}" for a in facts.access if a.allowed is False]
+    other = {BACKEND_RESOURCES[b] for b in BACKENDS if b != needs.backend}
+    spare = [f"{a.verb} {a.resource}" for a in facts.access
+             if a.allowed is False and (a.group, a.resource) in other]
+    if spare:
+        rep.warnings.append(f"{facts.subject} may not {', '.join(spare)} (only needed for the "
+                            "other backend); apply manifests/rbac")
+    missing = [f"{a.verb} {a.resource}" for a in facts.access
+               if a.allowed is False and (a.group, a.resource) not in other]
     unknown = [f"{a.verb} {a.resource}" for a in facts.access if a.allowed is None]
     target = rep.problems if needs.mpi else rep.warnings
     if facts.access_error:

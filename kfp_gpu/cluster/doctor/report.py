@@ -11,6 +11,7 @@ Two halves, kept apart:
 
 Each subject has its own module (after KFP's ``diagnose_me``): :mod:`.nodes` (GPU/RDMA
 nodes, GFD labels, HAMi, where the request fits), :mod:`.crds` (MPI Operator, KAI),
+:mod:`.backends` (MPIJob or TrainJob: Trainer + JobSet CRDs, the kfp-gpu-horovod runtime),
 :mod:`.rbac` (the launcher's permissions), and the KFP API here.
 
 What is looked at, with the upstream source of each name:
@@ -40,6 +41,7 @@ What is looked at, with the upstream source of each name:
 from __future__ import annotations
 
 from kfp_gpu.cluster import kfp_api
+from kfp_gpu.cluster.doctor.backends import backends_section, read_runtimes
 from kfp_gpu.cluster.doctor.crds import crds_section, read_crds
 from kfp_gpu.cluster.doctor.model import (
     DEFAULT_NAMESPACE,
@@ -72,6 +74,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
         rep.problems.append(f"cannot reach the Kubernetes API: {facts.connect_error}")
     nodes_section(rep, facts, needs)
     crds_section(rep, facts, needs)
+    backends_section(rep, facts, needs)
     kfp_section(rep, facts)
     access_section(rep, facts, needs)
     request_section(rep, facts, needs)
@@ -91,6 +94,7 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     if not read_nodes(api_client, facts):
         return facts
     read_crds(api_client, facts)
+    read_runtimes(api_client, facts)
     read_access(api_client, facts, service_account)
     if kfp_host:
         facts.kfp_host = kfp_host

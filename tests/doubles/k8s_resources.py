@@ -1,0 +1,181 @@
+"""What the Kubernetes API double serves, and the operators it plays.
+
+:data:`SERVED`: the custom resources of :class:`tests.doubles.k8s_api.FakeKube`, one row
+each (group, version, kind, plural, scope, read-only, status subresource), as their CRDs
+declare them:
+
+- ``mpijobs.kubeflow.org`` ``v2beta1`` MPIJob, namespaced, status subresource
+  (kubeflow/mpi-operator ``manifests/base/kubeflow.org_mpijobs.yaml``);
+- ``trainjobs.trainer.kubeflow.org`` ``v1alpha1`` TrainJob, namespaced, status subresource
+  (kubeflow/trainer v2.3.0 ``manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml``);
+- ``clustertrainingruntimes.trainer.kubeflow.org`` ``v1alpha1`` ClusterTrainingRuntime,
+  cluster-scoped; read-only here (tests seed them with ``FakeKube.put_object``).
+
+:data:`OPERATORS`: how each job kind's controller shows progress, for
+:class:`ScriptedController`:
+
+- MPI Operator (``pkg/controller/mpi_job_controller.go``): JobCondition types Created,
+  Running, Succeeded / Failed (reasons ``MPIJobCreated``...), launcher pod labelled
+  ``training.kubeflow.org/job-name`` / ``job-role: launcher``, container ``launcher``.
+- Kubeflow Trainer v2.3.0 on JobSet: a TrainJob has no Created/Running condition (its types
+  are Suspended, Complete, Failed: ``pkg/apis/trainer/v1alpha1/trainjob_types.go``); the
+  JobSet plugin copies JobSet's terminal conditions (``plugins/jobset/jobset.go`` Status():
+  ``Completed`` -> ``Complete`` with reason ``AllJobsCompleted``, ``Failed`` with e.g.
+  ``FailedJobs`` / ``ReachedMaxRestarts``, JobSet ``pkg/constants``) and ``jobsStatus`` per
+  replicated job. The launcher pod ``<job>-launcher-0-0-<5 chars>`` is labelled
+  ``jobset.sigs.k8s.io/jobset-name=<job>``, ``jobset.sigs.k8s.io/replicatedjob-name=launcher``;
+  its container is ``node`` (the MPI plugin's name, ``pkg/constants`` ``Node``).
+Conditions are written in the kind's own shape: MPIJob ``JobCondition`` (with
+``lastUpdateTime``), TrainJob ``metav1.Condition`` (``lastTransitionTime`` only).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.doubles.k8s_api import FakeKube
+
+
+@dataclass(frozen=True)
+class Served:
+    """One custom resource the double serves."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+    read_only: bool = False
+    status_subresource: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+SERVED: dict[str, Served] = {s.plural: s for s in (
+    Served("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
+    Served("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
+    Served("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime",
+           "clustertrainingruntimes", namespaced=False, read_only=True,
+           status_subresource=False),
+)}
+
+
+def served(group: str, version: str, plural: str) -> Served | None:
+    """The :data:`SERVED` row for ``/apis/<group>/<version>/.../<plural>``, or None."""
+    s = SERVED.get(plural)
+    return s if s is not None and (s.group, s.version) == (group, version) else None
+
+
+@dataclass(frozen=True)
+class Operator:
+    """How one job kind's controller reports progress (see the module docstring)."""
+
+    plural: str
+    created: tuple[str, str] | None  # (condition type, reason) once the pods exist
+    running: tuple[str, str] | None
+    succeeded: tuple[str, str, str]  # (type, reason, message)
+    failed: tuple[str, str, str]
+    launcher_labels: Callable[[str], dict]
+    launcher_container: str
+    launcher_pod: Callable[[str], str]
+    job_condition_shape: bool  # JobCondition (lastUpdateTime) vs metav1.Condition
+
+
+OPERATORS: dict[str, Operator] = {
+    "mpijobs": Operator(
+        "mpijobs", ("Created", "MPIJobCreated"), ("Running", "MPIJobRunning"),
+        ("Succeeded", "MPIJobSucceeded", "MPIJob {ns}/{name} successfully completed."),
+        ("Failed", "MPIJobFailed", "MPIJob {ns}/{name} has failed"),
+        lambda name: {"training.kubeflow.org/job-name": name,
+                      "training.kubeflow.org/job-role": "launcher"},
+        "launcher", lambda name: f"{name}-launcher-{uuid.uuid4().hex[:5]}", True),
+    "trainjobs": Operator(
+        "trainjobs", None, None,
+        ("Complete", "AllJobsCompleted", "jobset completed successfully"),
+        ("Failed", "FailedJobs", "jobset failed due to one or more job failures"),
+        lambda name: {"jobset.sigs.k8s.io/jobset-name": name,
+                      "jobset.sigs.k8s.io/replicatedjob-name": "launcher",
+                      "jobset.sigs.k8s.io/job-index": "0",
+                      "batch.kubernetes.io/job-completion-index": "0"},
+        "node", lambda name: f"{name}-launcher-0-0-{uuid.uuid4().hex[:5]}", False),
+}
+
+
+@dataclass
+class ScriptedController:
+    """Plays the operator of each job created (MPIJob or TrainJob, :data:`OPERATORS`).
+
+    Attributes:
+        outcome: ``"Succeeded"``, ``"Failed"`` or ``None`` (stays running until deleted).
+        log: launcher log lines, appended one per ``step_s`` while running.
+        reason / message: of the terminal condition (Failed: e.g. ``BackoffLimitExceeded``).
+        step_s: seconds between steps.
+        gate: if set, the controller waits for it before the terminal condition (tests use it
+            to expire watches while the job runs).
+    """
+
+    outcome: str | None = "Succeeded"
+    log: list[str] = field(default_factory=lambda: ["launcher started"])
+    reason: str = ""
+    message: str = ""
+    step_s: float = 0.02
+    gate: threading.Event | None = None
+    plural: str = "mpijobs"  # set by FakeKube for each job it starts
+
+    def run(self, kube: FakeKube, ns: str, name: str) -> None:
+        op = OPERATORS[self.plural]
+
+        def alive() -> bool:
+            obj = kube.get_object(op.plural, ns, name)
+            return obj is not None and not obj["metadata"].get("deletionTimestamp")
+
+        def cond(ctype: str, reason: str, message: str, **kw) -> None:
+            kube.set_condition(ns, name, ctype, reason, message, plural=op.plural, **kw)
+
+        time.sleep(self.step_s)
+        if not alive():
+            return
+        if op.created:
+            cond(*op.created, f"{kube_kind(op.plural)} {ns}/{name} is created.")
+        pod = op.launcher_pod(name)
+        kube.create_pod(ns, pod, op.launcher_labels(name), owner=name,
+                        container=op.launcher_container, owner_plural=op.plural)
+        time.sleep(self.step_s)
+        if not alive():
+            return
+        kube.set_pod_phase(ns, pod, "Running")
+        if op.running:
+            cond(*op.running, f"{kube_kind(op.plural)} {ns}/{name} is running.")
+        if self.plural == "trainjobs":
+            kube.set_jobs_status(ns, name, active=1)
+        for line in self.log:
+            if not alive():
+                return
+            kube.append_log(ns, pod, line)
+            time.sleep(self.step_s)
+        if self.gate is not None:
+            self.gate.wait(30)
+        if self.outcome is None or not alive():
+            return
+        ok = self.outcome == "Succeeded"
+        kube.set_pod_phase(ns, pod, "Succeeded" if ok else "Failed")
+        ctype, reason, message = op.succeeded if ok else op.failed
+        message = message.format(ns=ns, name=name)
+        if not ok:
+            kube.add_event(ns, name, "Warning", self.reason or reason,
+                           self.message or "launcher failed", kind=kube_kind(op.plural))
+        if self.plural == "trainjobs":
+            kube.set_jobs_status(ns, name, active=0, succeeded=int(ok), failed=int(not ok))
+        cond(ctype, self.reason or reason, self.message or message, running_false=True)
+
+
+def kube_kind(plural: str) -> str:
+    return SERVED[plural].kind
