@@ -42,7 +42,7 @@ import typer
 
 from kfp_gpu import gpu as gpu_model
 
-MPI_OPERATOR_RELEASE = "v0.6.0"
+MPI_OPERATOR_RELEASE = "v0.8.2"
 MPIJOB_CRD = "mpijobs.kubeflow.org"
 MPIJOB_GROUP = "kubeflow.org"
 MPIJOB_VERSION = "v2beta1"

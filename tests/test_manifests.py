@@ -247,6 +247,10 @@ def test_mpi_operator_is_a_pinned_release():
     assert m, f"not a pinned upstream release tag: {refs[0]}"
     from kfp_gpu import doctor
     assert m.group(1) == doctor.MPI_OPERATOR_RELEASE
+    # Upstream's release-0.8 overlay sets the floating image tag "0.8"; the exact release
+    # image (published by its semver workflow) is pinned here.
+    assert kust.get("images") == [{"name": "mpioperator/mpi-operator",
+                                   "newTag": m.group(1).removeprefix("v")}]
     # The release serves the API version the MPIJob builder writes.
     from kfp_gpu import mpijob
     assert mpijob.API_VERSION == f"{doctor.MPIJOB_GROUP}/{doctor.MPIJOB_VERSION}"
