@@ -251,3 +251,7 @@ def test_mpi_operator_is_a_pinned_release():
     # doctor looks for the CRD of the API the MPIJob builder writes (one set of names).
     from kfp_gpu.mpi import crd
     assert doctor.MPIJOB_CRD == f"{crd.PLURAL}.{crd.GROUP}"
+    # Upstream's release-0.8 overlay sets the floating image tag "0.8"; the exact release
+    # image (published by its semver workflow) is pinned here.
+    assert kust.get("images") == [{"name": "mpioperator/mpi-operator",
+                                   "newTag": m.group(1).removeprefix("v")}]

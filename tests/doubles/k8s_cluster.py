@@ -54,7 +54,7 @@ def recorded_nodes() -> list[dict]:
 
 
 def mpijob_crd(versions=(("v2beta1", True, True),)) -> dict:
-    """The MPI Operator's CRD as v0.6.0 installs it (only the fields doctor reads + names)."""
+    """The MPI Operator's CRD as v0.8.2 installs it (only the fields doctor reads + names)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "mpijobs.kubeflow.org",

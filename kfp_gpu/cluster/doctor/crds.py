@@ -13,7 +13,7 @@ from kfp_gpu.cluster.doctor.backends import CRDS as BACKEND_CRDS
 from kfp_gpu.cluster.doctor.model import ClusterFacts, Crd, Needs, Report, api_error
 from kfp_gpu.mpi import crd
 
-MPI_OPERATOR_RELEASE = "v0.6.0"
+MPI_OPERATOR_RELEASE = "v0.8.2"
 MPIJOB_CRD = crd.CRD_NAME
 KAI_QUEUE_CRD = "queues.scheduling.run.ai"
 
