@@ -238,3 +238,63 @@ def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, ho
         assert {uid for _, uid, _ in sampler.procs} == {UID}
     finally:
         assert_gone(docker_engine, runner, workspace)
+
+
+def _smoke_yaml(path: Path, image: str, name: str, program: tuple[str, ...]) -> Path:
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name=name, namespace="ci", image=image, program=program, workers=2,
+        volumes=(mpijob.PvcMount("scratch", "/scratch"),)))
+    path.write_text(mpijob.to_yaml(job), encoding="utf-8")
+    return path
+
+
+def test_run_local_command(docker_engine, horovod_image, tmp_path, capsys):
+    from kfp_gpu.mpi import local_cli
+
+    code = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
+            "open(f'/scratch/rank{c.rank}', 'w').write(socket.gethostname()); "
+            "print('RANK', c.rank, socket.gethostname(), flush=True)")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.chown(scratch, UID, UID)
+    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-cli", ("python", "-c", code))
+    rc = local_cli.main([str(f), "--pvc", f"scratch={scratch}"])
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    assert "RANK 0 lmpi-cli-worker-0" in out.out and "RANK 1 lmpi-cli-worker-1" in out.out
+    assert "status: Succeeded=True MPIJobSucceeded" in out.err
+    assert (scratch / "rank1").read_text() == "lmpi-cli-worker-1"  # the PVC folder, rw
+    assert docker_engine.containers.list(
+        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-cli"}) == []
+    with pytest.raises(ValueError, match="--pvc scratch=DIR"):
+        local_cli.main([str(f)])
+
+
+def test_run_local_command_sigterm_deletes_the_job(docker_engine, horovod_image, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-term",
+                    ("python", "-c", "import time; print('up', flush=True); time.sleep(300)"))
+    proc = subprocess.Popen([sys.executable, "-m", "kfp_gpu.mpi.local_cli", str(f), "--pvc",
+                             f"scratch={scratch}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        lines.append(line)
+        if "Running=True" in line or time.monotonic() > deadline:
+            break
+    assert any("Running=True MPIJobRunning" in ln for ln in lines), "".join(lines)
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, "".join(lines) + rest
+    assert "cancelled: MPIJob containers deleted" in rest
+    assert docker_engine.containers.list(
+        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-term"}) == []
+    assert docker_engine.networks.list(
+        filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-term"}) == []
