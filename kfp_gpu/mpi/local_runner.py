@@ -72,6 +72,12 @@ def _write(path: Path, data: bytes | str, mode: int) -> None:
     path.chmod(mode)
 
 
+def log_tail(container, lines: int = 5) -> str:
+    """The last ``lines`` lines of a container's output (CR removed), for messages."""
+    text = container.logs(tail=lines).decode(errors="replace").replace("\r", "")
+    return text.strip()
+
+
 def listening(proc_net_tcp: str) -> bool:
     """True if a ``/proc/net/tcp[6]`` listing has a socket in state LISTEN (``0A``)."""
     rows = [ln.split() for ln in proc_net_tcp.splitlines()[1:]]
@@ -238,7 +244,7 @@ class LocalMPIJobRunner:
             state, code, oom = self._state(c)
             if state in ("exited", "dead") and (code != 0 or oom or not launcher_started):
                 reason = ls.container_reason(code, oom)
-                tail = c.logs(tail=5).decode(errors="replace").strip()
+                tail = log_tail(c)
                 self.status.failed(f"{ls.WORKER_FAILED}/{reason}",
                                    f"worker {c.name} exited with code {code} ({reason})"
                                    + (f": {tail}" if tail else ""))
@@ -280,7 +286,7 @@ class LocalMPIJobRunner:
         reason = ls.container_reason(code, oom)
         policy = self.plan.policy
         if self.launcher_failures > policy.backoff_limit:
-            tail = launcher.logs(tail=5).decode(errors="replace").strip()
+            tail = log_tail(launcher)
             self.status.failed(f"{ls.BACKOFF_LIMIT_EXCEEDED}/{reason}",
                                f"Job has reached the specified backoff limit: {launcher.name} "
                                f"exited with code {code} ({reason})" + (f": {tail}" if tail else ""))

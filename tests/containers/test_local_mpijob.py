@@ -181,6 +181,26 @@ def test_worker_exit_fails_the_job_with_its_reason(docker_engine, horovod_image)
         assert_gone(docker_engine, runner, workspace)
 
 
+def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
+    sshd = " ".join(mpijob.DEFAULT_WORKER_COMMAND)
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name="lmpi-lost", namespace="ci", image=horovod_image, workers=2,
+        program=("python", "-c", "import time; time.sleep(120)"),
+        worker_command=("sh", "-c", f"{sshd} & sleep 8; echo node lost >&2; exit 4")))
+    status, sampler, runner = run_job(docker_engine, job)
+    workspace = runner.workspace
+    try:
+        assert sampler.conditions == ["Created", "Running", "Failed"]
+        failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+        assert failed["reason"] == "WorkerFailed/Error"
+        assert "worker lmpi-lost-worker-0 exited with code 4 (Error): " in failed["message"]
+        assert failed["message"].endswith("\nnode lost") and "\r" not in failed["message"]
+        launcher = runner.containers("launcher")[0]
+        assert launcher.attrs["State"]["Status"] == "exited"  # stopped, not left running
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
 def test_launcher_failures_up_to_the_backoff_limit(docker_engine, horovod_image):
     job = mpijob.build(mpijob.MPIJobOptions(
         name="lmpi-retry", namespace="ci", image=horovod_image, workers=1, backoff_limit=1,
