@@ -1,0 +1,320 @@
+"""The local MPIJob runner for real: MPIJobs from the builder run as containers of the
+horovod image on a user-defined Docker network, as mpi-operator would run them.
+
+Needs a Docker engine (``DOCKER_HOST``) and the horovod image
+(``kfp_gpu.images.image("horovod")``, built by ``make images-local``). Without them the
+tests skip with the reason; with ``CI=true`` they fail.
+
+Evidence, not exit codes: ranks report the host they ran on and their uid; ``docker top``
+is sampled while the job runs (every process uid 1000); the ResNet ranks' weight
+checksums are compared; status conditions, reasons and messages are checked; containers,
+network and workspace are shown gone afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Self
+
+import pytest
+
+from kfp_gpu import mpijob
+from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
+from kfp_gpu.mpi import local_runner
+from tests.conftest import data_dir
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
+
+UID = mpijob.MPI_USER_ID
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+        pytest.fail(f"{reason} (CI=true: the container tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def docker_engine():
+    """A ``docker.DockerClient`` for ``DOCKER_HOST`` (minimal stand-in for the shared
+    ``docker_client`` fixture of tests/containers/conftest.py)."""
+    try:
+        import docker
+    except ImportError:
+        _unavailable("the docker Python SDK is not installed (pip install -e '.[dev]')")
+    try:
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        _unavailable(f"no Docker engine at {os.environ.get('DOCKER_HOST', '(default)')}: {exc}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def horovod_image(docker_engine) -> str:
+    import docker
+
+    from kfp_gpu.images import image
+
+    ref = image("horovod")
+    try:
+        docker_engine.images.get(ref)
+    except docker.errors.ImageNotFound:
+        _unavailable(f"image {ref} is not built (make images-local)")
+    return ref
+
+
+class Sampler:
+    """Samples ``docker top`` of the job's running containers until stopped: (uid, args)
+    of every process seen, and each condition type in the order it appeared."""
+
+    def __init__(self, runner: local_runner.LocalMPIJobRunner):
+        self.runner, self.procs, self.conditions = runner, set(), []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def on_status(self, status: dict) -> None:
+        for c in status["conditions"]:
+            if c["status"] == "True" and c["type"] not in self.conditions:
+                self.conditions.append(c["type"])
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            for c in self.runner.containers():
+                top = {}
+                with contextlib.suppress(Exception):  # the container may just have stopped
+                    top = c.top(ps_args="-o pid,uid,args")
+                for row in top.get("Processes") or []:
+                    self.procs.add((c.name, int(row[1]), row[2]))
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def run_job(client, job: dict, **kw) -> tuple[dict, Sampler, local_runner.LocalMPIJobRunner]:
+    """Run ``job`` to the end; returns (status, sampler, runner) with the runner's
+    containers still present (the caller deletes them)."""
+    runner = local_runner.LocalMPIJobRunner(job, client, poll_s=0.2, **kw)
+    sampler = Sampler(runner)
+    runner.on_status = sampler.on_status
+    runner.delete()  # what an interrupted earlier run may have left
+    with sampler:
+        runner.start()
+        ssh = runner.workspace / "ssh"
+        modes = {p.name: (stat.S_IMODE(p.stat().st_mode), p.stat().st_uid)
+                 for p in ssh.iterdir()}
+        assert modes == {n: (0o644, os.getuid())
+                         for n in ("id_rsa", "id_rsa.pub", "authorized_keys")}
+        status = runner.wait()
+    return status, sampler, runner
+
+
+def assert_gone(client, runner: local_runner.LocalMPIJobRunner, workspace: Path) -> None:
+    runner.delete()
+    assert runner.containers() == []
+    assert client.networks.list(filters={"label": f"{local_runner.JOB_LABEL}={runner.key}"}) == []
+    assert not workspace.exists()
+
+
+def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
+    code = ("from mpi4py import MPI; import os, socket; c = MPI.COMM_WORLD; "
+            "s = c.allreduce(c.rank + 1); "
+            "print('RANK', c.rank, c.size, s, socket.gethostname(), os.getuid(), os.getgid(), "
+            "flush=True)")
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name="lmpi-smoke", namespace="ci", image=horovod_image, program=("python", "-c", code),
+        workers=2, gpu="gpu:1", rdma=True, shm_size="256Mi"))
+    status, sampler, runner = run_job(docker_engine, job)
+    workspace = runner.workspace
+    try:
+        assert [c for c in status["conditions"] if c["status"] == "True"][-1]["type"] == (
+            "Succeeded")
+        assert sampler.conditions == ["Created", "Running", "Succeeded"]
+        logs = runner.logs("launcher")
+        ranks = sorted(ln.split()[1:] for ln in logs.splitlines() if ln.startswith("RANK "))
+        assert ranks == [["0", "2", "3", "lmpi-smoke-worker-0", str(UID), str(UID)],
+                         ["1", "2", "3", "lmpi-smoke-worker-1", str(UID), str(UID)]], logs
+        # every process seen in Launcher and Workers ran as uid 1000; sshd ran on Workers
+        assert sampler.procs and {uid for _, uid, _ in sampler.procs} == {UID}
+        assert any("sshd" in args and name.endswith("worker-0") for name, _, args in
+                   sampler.procs)
+        # /dev/shm got the emptyDir's sizeLimit; GPU/RDMA requests were dropped with a note
+        launcher = docker_engine.containers.get("lmpi-smoke-launcher")
+        assert launcher.attrs["Config"]["User"] == f"{UID}:{UID}"
+        env = dict(e.split("=", 1) for e in launcher.attrs["Config"]["Env"])
+        assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+        assert env["K_MPI_JOB_ROLE"] == "launcher"
+        assert any("nvidia.com/gpu" in n for n in runner.plan.notes)
+        # cleanPodPolicy Running (the builder's default): Workers removed, Launcher kept
+        assert [c.name for c in runner.containers()] == ["lmpi-smoke-launcher"]
+        assert status["replicaStatuses"]["Launcher"] == {"succeeded": 1}
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
+def test_worker_exit_fails_the_job_with_its_reason(docker_engine, horovod_image):
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name="lmpi-broken", namespace="ci", image=horovod_image, program=("true",), workers=2,
+        worker_command=("sh", "-c", "echo disk on fire >&2; exit 3"), clean_pod_policy="None"))
+    status, sampler, runner = run_job(docker_engine, job)
+    workspace = runner.workspace
+    try:
+        failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+        assert failed["status"] == "True" and failed["reason"] == "WorkerFailed/Error"
+        assert "exited with code 3 (Error)" in failed["message"]
+        assert "disk on fire" in failed["message"]
+        assert "Running" not in sampler.conditions
+        assert runner.containers("launcher") == []  # WaitForWorkersReady: never created
+        assert len(runner.containers("worker")) == 2  # cleanPodPolicy None keeps them
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
+def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
+    sshd = " ".join(mpijob.DEFAULT_WORKER_COMMAND)
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name="lmpi-lost", namespace="ci", image=horovod_image, workers=2,
+        program=("python", "-c", "import time; time.sleep(120)"),
+        worker_command=("sh", "-c", f"{sshd} & sleep 8; echo node lost >&2; exit 4")))
+    status, sampler, runner = run_job(docker_engine, job)
+    workspace = runner.workspace
+    try:
+        assert sampler.conditions == ["Created", "Running", "Failed"]
+        failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+        assert failed["reason"] == "WorkerFailed/Error"
+        assert "worker lmpi-lost-worker-0 exited with code 4 (Error): " in failed["message"]
+        assert failed["message"].endswith("\nnode lost") and "\r" not in failed["message"]
+        launcher = runner.containers("launcher")[0]
+        assert launcher.attrs["State"]["Status"] == "exited"  # stopped, not left running
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
+def test_launcher_failures_up_to_the_backoff_limit(docker_engine, horovod_image):
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name="lmpi-retry", namespace="ci", image=horovod_image, workers=1, backoff_limit=1,
+        program=("python", "-c", "import sys; print('trying', flush=True); sys.exit(5)")))
+    status, _, runner = run_job(docker_engine, job)
+    workspace = runner.workspace
+    try:
+        failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+        assert failed["reason"] == "BackoffLimitExceeded/Error"
+        assert failed["message"].startswith("Job has reached the specified backoff limit")
+        assert status["replicaStatuses"]["Launcher"] == {"failed": 2}
+        assert runner.logs("launcher").count("trying") == 2  # restarted once, in place
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
+def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, horovod_image,
+                                                              tmp_path):
+    data = data_dir() / "fashion-mnist"
+    if not data.is_dir():
+        pytest.fail(f"{data} not found: set KFP_GPU_DATA_DIR")
+    work = tmp_path / "work"
+    work.mkdir()
+    os.chown(work, UID, UID)  # what fsGroup does to a real PVC; bind mounts keep owners
+    args = tj.trainer_args(
+        "/data/fashion-mnist", "", "/work/run", epochs=1, batch_size=32, steps_per_epoch=6,
+        learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
+        width=8, mixed_precision=False, xla=False, seed=7)
+    settings = {**tj.worker_settings(None),
+                "volumes": (mpijob.PvcMount("fashion", "/data", read_only=True),
+                            mpijob.PvcMount("work", "/work"))}
+    opts = tj.job_options(
+        name="lmpi-resnet", namespace="ci", image=horovod_image, args=args, workers=2,
+        settings=settings, rdma=False, rdma_resource=mpijob.RDMA_SHARED_DEVICE_A,
+        multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
+        shm_size="512Mi", run_id="local", task_name="train")
+    job = mpijob.build(opts)
+    _, sampler, runner = run_job(docker_engine, job,
+                                 pvc_dirs={"fashion": str(data.parent), "work": str(work)})
+    workspace = runner.workspace
+    try:
+        assert sampler.conditions == ["Created", "Running", "Succeeded"], runner.logs()[-3000:]
+        m = json.loads((work / "run" / "metrics.json").read_text())
+        ranks = m["ranks"]
+        assert m["world_size"] == 2 and [r["rank"] for r in ranks] == [0, 1]
+        assert [r["host"] for r in ranks] == ["lmpi-resnet-worker-0", "lmpi-resnet-worker-1"]
+        assert ranks[0]["first_batch_sha256"] != ranks[1]["first_batch_sha256"]
+        assert ranks[0]["trainable_checksum"] == ranks[1]["trainable_checksum"]
+        assert m["weights_identical"] is True and m["weights_sum_spread"] == 0.0
+        assert all(r["steps_run"] == 6 for r in ranks) and m["test_rows"] == 10000
+        model = work / "run" / "model" / "model.keras"
+        assert model.stat().st_uid == UID and (work / "run" / "metrics.json").stat().st_uid == UID
+        pythons = {(name, uid) for name, uid, args in sampler.procs if "train-resnet" in args}
+        assert {n for n, _ in pythons} >= {"lmpi-resnet-worker-0", "lmpi-resnet-worker-1"}
+        assert {uid for _, uid, _ in sampler.procs} == {UID}
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
+def _smoke_yaml(path: Path, image: str, name: str, program: tuple[str, ...]) -> Path:
+    job = mpijob.build(mpijob.MPIJobOptions(
+        name=name, namespace="ci", image=image, program=program, workers=2,
+        volumes=(mpijob.PvcMount("scratch", "/scratch"),)))
+    path.write_text(mpijob.to_yaml(job), encoding="utf-8")
+    return path
+
+
+def test_run_local_command(docker_engine, horovod_image, tmp_path, capsys):
+    from kfp_gpu.mpi import local_cli
+
+    code = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
+            "open(f'/scratch/rank{c.rank}', 'w').write(socket.gethostname()); "
+            "print('RANK', c.rank, socket.gethostname(), flush=True)")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.chown(scratch, UID, UID)
+    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-cli", ("python", "-c", code))
+    rc = local_cli.main([str(f), "--pvc", f"scratch={scratch}"])
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    assert "RANK 0 lmpi-cli-worker-0" in out.out and "RANK 1 lmpi-cli-worker-1" in out.out
+    assert "status: Succeeded=True MPIJobSucceeded" in out.err
+    assert (scratch / "rank1").read_text() == "lmpi-cli-worker-1"  # the PVC folder, rw
+    assert docker_engine.containers.list(
+        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-cli"}) == []
+    with pytest.raises(ValueError, match="--pvc scratch=DIR"):
+        local_cli.main([str(f)])
+
+
+def test_run_local_command_sigterm_deletes_the_job(docker_engine, horovod_image, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-term",
+                    ("python", "-c", "import time; print('up', flush=True); time.sleep(300)"))
+    proc = subprocess.Popen([sys.executable, "-m", "kfp_gpu.mpi.local_cli", str(f), "--pvc",
+                             f"scratch={scratch}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        lines.append(line)
+        if "Running=True" in line or time.monotonic() > deadline:
+            break
+    assert any("Running=True MPIJobRunning" in ln for ln in lines), "".join(lines)
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, "".join(lines) + rest
+    assert "cancelled: MPIJob containers deleted" in rest
+    assert docker_engine.containers.list(
+        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-term"}) == []
+    assert docker_engine.networks.list(
+        filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-term"}) == []

@@ -1,0 +1,200 @@
+"""The local MPIJob runner's pure parts: plan (MPIJob -> containers), status, ssh key.
+
+Expected values are the ones kubeflow/mpi-operator v0.8.2 (pkg/controller/
+mpi_job_controller.go, mpi_job_controller_status.go) produces for the same MPIJob; the
+Docker side is tested for real in tests/containers/test_local_mpijob.py.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from kfp_gpu import mpijob
+from kfp_gpu.mpi import local_plan as lp
+from kfp_gpu.mpi import local_runner, local_status
+
+PROGRAM = ("kfp-gpu", "train-resnet", "--mode", "train")
+
+
+def built(**kw) -> dict:
+    opts = {"name": "resnet-ab12", "namespace": "ml", "image": "reg.test/horovod:1",
+            "program": PROGRAM, "workers": 3, "gpu": "gpu:2", "rdma": True, "shm_size": "2Gi",
+            "fs_group": 1000,
+            "volumes": (mpijob.PvcMount("shared", "/mnt/shared"),
+                        mpijob.PvcMount("data", "/data", read_only=True, sub_path="fm"))}
+    opts.update(kw)
+    return mpijob.build(mpijob.MPIJobOptions(**opts))
+
+
+def test_plan_of_the_builders_mpijob():
+    job = built()
+    p = lp.plan(job)
+    assert p.network == "kfp-gpu-ml-resnet-ab12"
+    assert [w.name for w in p.workers] == [f"resnet-ab12-worker-{i}" for i in range(3)]
+    assert p.launcher.name == "resnet-ab12-launcher"
+    # newConfigMap: FQDN without cluster domain, slots = slotsPerWorker (2 GPUs per pod)
+    assert p.hostfile == "".join(f"resnet-ab12-worker-{i}.resnet-ab12.ml.svc slots=2\n"
+                                 for i in range(3))
+    w0 = p.workers[0]
+    assert w0.aliases == ("resnet-ab12-worker-0", "resnet-ab12-worker-0.resnet-ab12",
+                          "resnet-ab12-worker-0.resnet-ab12.ml",
+                          "resnet-ab12-worker-0.resnet-ab12.ml.svc",
+                          "resnet-ab12-worker-0.resnet-ab12.ml.svc.cluster.local")
+    assert w0.dns_search[-1] == "resnet-ab12.ml.svc.cluster.local"  # newWorker's search
+    assert "resnet-ab12.ml.svc.cluster.local" not in p.launcher.dns_search
+    # the builder's own non-root sshd command is honoured, not replaced
+    assert w0.entrypoint == tuple(mpijob.DEFAULT_WORKER_COMMAND) and w0.command is None
+    tmpl = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert p.launcher.entrypoint == tuple(tmpl["command"])
+    assert w0.security == lp.Security(user="1000:1000", group_add=("1000",),
+                                      cap_add=("IPC_LOCK",))
+    assert p.launcher.security.user == "1000:1000" and p.launcher.security.cap_add == ()
+    assert w0.shm_size == 2 * 2**30
+    assert p.ssh_mount_path == "/home/mpiuser/.ssh" and p.ssh_key_mode == 0o644
+
+
+def test_env_the_controller_adds():
+    p = lp.plan(built())
+    w, la = p.workers[1].environment, p.launcher.environment
+    assert w["K_MPI_JOB_ROLE"] == "worker" and la["K_MPI_JOB_ROLE"] == "launcher"
+    assert la["OMPI_MCA_orte_keep_fqdn_hostnames"] == "true"
+    assert la["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert la["OMPI_MCA_plm_rsh_args"] == "-o ConnectionAttempts=10"
+    assert la["OMPI_MCA_orte_set_default_slots"] == "2"
+    assert la["NVIDIA_VISIBLE_DEVICES"] == "" and la["NVIDIA_DRIVER_CAPABILITIES"] == ""
+    assert not any(k.startswith("OMPI_MCA") for k in w)
+    assert w["NCCL_DEBUG"] == "INFO"  # the template's own env is kept
+    intel = lp.role_env("launcher", 4, "Intel", False)
+    assert intel["I_MPI_PERHOST"] == "4" and "OMPI_MCA_orte_default_hostfile" not in intel
+
+
+def test_mounts_pvcs_ssh_and_config():
+    p = lp.plan(built())
+    w = {m.target: m for m in p.workers[0].mounts}
+    assert w["/mnt/shared"] == lp.Mount("pvc", "shared", "/mnt/shared")
+    assert w["/data"] == lp.Mount("pvc", "data", "/data", True, "fm")
+    assert w["/home/mpiuser/.ssh"] == lp.Mount("ssh", "ssh", "/home/mpiuser/.ssh", True)
+    assert "/etc/mpi" not in w and "/dev/shm" not in w  # config: Launcher only; shm: shm_size
+    la = {m.target: m for m in p.launcher.mounts}
+    assert set(la) == {"/home/mpiuser/.ssh", "/etc/mpi"}
+    assert la["/etc/mpi"].read_only
+
+
+def test_dropped_resources_are_noted():
+    p = lp.plan(built())
+    text = "\n".join(p.notes)
+    assert "resnet-ab12-worker-0: resources nvidia.com/gpu, rdma/rdma_shared_device_a" in text
+    assert "resnet-ab12-launcher: resources cpu, memory dropped" in text
+
+
+def test_default_worker_command_and_root_ssh():
+    job = built(volumes=(), fs_group=None, **mpijob.ROOT_SSH)
+    c = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    del c["command"]
+    p = lp.plan(job)
+    assert p.workers[0].entrypoint == ("/usr/sbin/sshd", "-De")  # newWorker's default
+    assert p.workers[0].security.user is None
+    assert p.ssh_key_mode == 0o600 and p.ssh_mount_path == "/root/.ssh"  # setupSSHOnPod
+
+
+def test_defaults_of_a_bare_mpijob():
+    job = built()
+    for key in ("slotsPerWorker", "launcherCreationPolicy", "sshAuthMountPath", "runPolicy"):
+        del job["spec"][key]
+    del job["metadata"]["namespace"]
+    p = lp.plan(job)
+    assert p.namespace == "default" and p.hostfile.splitlines()[0].endswith(
+        ".resnet-ab12.default.svc slots=1")
+    assert p.policy == lp.RunPolicy(clean_pod_policy="None", backoff_limit=6,
+                                    launcher_creation_policy="AtStartup")
+    assert p.ssh_mount_path == "/root/.ssh"
+
+
+def test_hostfile_forms_and_discover_hosts():
+    assert lp.hostfile("j", "ns", 2, 3, "MPICH") == "j-worker-0.j.ns.svc:3\nj-worker-1.j.ns.svc:3\n"
+    assert lp.hostfile("j", "ns", 1, 1, launcher_as_worker=True).splitlines()[0] == (
+        "j-launcher.j.ns.svc slots=1")
+    assert lp.discover_hosts("j", "ns", ["j-worker-1", "j-worker-0"]) == (
+        "#!/bin/sh\necho j-worker-0.j.ns.svc\necho j-worker-1.j.ns.svc\n")
+    with pytest.raises(ValueError, match="accepted: 'OpenMPI', 'Intel', 'MPICH'"):
+        lp.hostfile("j", "ns", 1, 1, "LAM")
+
+
+def test_volumes_env_valuefrom_and_errors():
+    job = built(volumes=())
+    spec = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    c = spec["containers"][0]
+    spec["volumes"] += [{"name": "scratch", "emptyDir": {}},
+                        {"name": "ram", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+                        {"name": "host", "hostPath": {"path": "/srv/x"}}]
+    c["volumeMounts"] += [{"name": "scratch", "mountPath": "/scratch"},
+                          {"name": "ram", "mountPath": "/ram"},
+                          {"name": "host", "mountPath": "/x", "readOnly": True}]
+    c["env"] += [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                 {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    p = lp.plan(job)
+    w = {m.target: m for m in p.workers[1].mounts}
+    assert w["/scratch"] == lp.Mount("emptyDir", "resnet-ab12-worker-1/scratch", "/scratch")
+    assert w["/ram"] == lp.Mount("tmpfs", str(64 * 2**20), "/ram")
+    assert w["/x"] == lp.Mount("hostPath", "/srv/x", "/x", True)
+    assert p.workers[1].environment["POD"] == "resnet-ab12-worker-1"
+    assert "IP" not in p.workers[1].environment
+    assert any("env IP (valueFrom) dropped" in n for n in p.notes)
+    bad = copy.deepcopy(job)
+    bad["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"].append(
+        {"name": "cfg", "configMap": {"name": "x"}})
+    bad["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
+        "volumeMounts"].append({"name": "cfg", "mountPath": "/cfg"})
+    with pytest.raises(ValueError, match="accepted: emptyDir, hostPath, persistentVolumeClaim"):
+        lp.plan(bad)
+    with pytest.raises(ValueError, match="not a kubeflow.org/v2beta1 MPIJob"):
+        lp.plan({**job, "apiVersion": "kubeflow.org/v1"})
+    with pytest.raises(ValueError, match="accepted suffixes|accepted are numbers"):
+        lp.quantity_bytes("2 GB")
+    assert lp.quantity_bytes("1.5Gi") == 3 * 2**29 and lp.quantity_bytes("500M") == 5 * 10**8
+
+
+def test_status_follows_set_condition_rules():
+    s = local_status.JobStatus("j", "ns")
+    s.created()
+    s.running()
+    assert s.set("Running") is False  # unchanged type/status/reason: not re-written
+    s.failed("WorkerFailed/Error", "worker j-worker-1 exited with code 3 (Error)")
+    d = s.to_dict()
+    types = {c["type"]: c for c in d["conditions"]}
+    assert types["Created"]["reason"] == "MPIJobCreated"
+    assert types["Created"]["message"] == "MPIJob ns/j is created."
+    assert types["Running"]["status"] == "False"  # a terminal condition flips Running
+    assert types["Failed"] == {**types["Failed"], "status": "True",
+                               "reason": "WorkerFailed/Error"}
+    assert s.finished() and "completionTime" in d and "startTime" in d
+    s2 = local_status.JobStatus("j", "ns")
+    s2.succeeded()
+    assert s2.condition("Succeeded")["message"] == "MPIJob ns/j successfully completed."
+    assert local_status.container_reason(137, oom_killed=True) == "OOMKilled"
+    assert local_status.container_reason(0) == "Completed"
+    assert local_status.container_reason(3) == "Error"
+
+
+def test_ssh_key_pair_is_ecdsa_p521_as_new_ssh_auth_secret():
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    private, public = local_runner.ssh_key_pair()
+    assert private.startswith(b"-----BEGIN EC PRIVATE KEY-----")
+    key = serialization.load_pem_private_key(private, password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp521r1"
+    assert public.startswith(b"ecdsa-sha2-nistp521 ") and public.endswith(b"\n")
+    again = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                          serialization.PublicFormat.OpenSSH)
+    assert public.strip() == again
+    assert local_runner.ssh_key_pair()[1] != public  # a fresh key per job
+
+
+def test_listening_reads_proc_net_tcp():
+    head = "  sl  local_address rem_address   st tx_queue rx_queue\n"
+    assert local_runner.listening(head + "   0: 00000000:08AE 00000000:0000 0A 0:0\n")
+    assert not local_runner.listening(head + "   0: 0100007F:08AE 0200007F:A000 01 0:0\n")
+    assert not local_runner.listening(head)
