@@ -243,7 +243,9 @@ def parse_args():
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
-        args.rows, args.epochs, args.configs, args.overhead_rows = 5000, 1, "A,B", 0
+        args.rows, args.epochs, args.overhead_rows = 5000, 1, 0
+        if args.configs == ap.get_default("configs"):
+            args.configs = "A,B"
         if args.out == ap.get_default("out"):
             args.out, args.chart = "/tmp/imdb_lstm_quick.json", "/tmp/imdb_lstm_quick.png"
     return args

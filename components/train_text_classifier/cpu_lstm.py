@@ -62,7 +62,10 @@ def fused_lstm(inputs, initial_state_h, initial_state_c, mask, kernel, recurrent
     if not _supported(inputs, mask, bias, activation, recurrent_activation, go_backwards,
                       unroll, time_major):
         raise NotImplementedError
-    values = [getattr(v, "value", v) for v in (kernel, recurrent_kernel, bias)]
+    import keras
+
+    values = [v.value if isinstance(v, keras.Variable) else tf.convert_to_tensor(v)
+              for v in (kernel, recurrent_kernel, bias)]
     x_tm = tf.transpose(inputs, [1, 0, 2])
     hs, h, c = _lstm(x_tm, initial_state_h, initial_state_c, *values)
     outputs = tf.transpose(hs, [1, 0, 2]) if return_sequences else tf.expand_dims(h, 1)
