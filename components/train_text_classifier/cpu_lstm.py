@@ -67,13 +67,19 @@ def fused_lstm(inputs, initial_state_h, initial_state_c, mask, kernel, recurrent
     values = [v.value if isinstance(v, keras.Variable) else tf.convert_to_tensor(v)
               for v in (kernel, recurrent_kernel, bias)]
     x_tm = tf.transpose(inputs, [1, 0, 2])
-    hs, h, c = _lstm(x_tm, initial_state_h, initial_state_c, *values)
-    outputs = tf.transpose(hs, [1, 0, 2]) if return_sequences else tf.expand_dims(h, 1)
-    return h, outputs, [h, c]
+    if return_sequences:
+        hs, h, c = _lstm(x_tm, initial_state_h, initial_state_c, *values, sequences=True)
+        return h, tf.transpose(hs, [1, 0, 2]), [h, c]
+    h, c = _lstm(x_tm, initial_state_h, initial_state_c, *values, sequences=False)
+    return h, tf.expand_dims(h, 1), [h, c]
 
 
-def _lstm(x_tm, h0, c0, kernel, recurrent_kernel, bias):
-    """``(hs [T, B, U], h_T, c_T)`` with a hand-written gradient (see module docstring)."""
+def _lstm(x_tm, h0, c0, kernel, recurrent_kernel, bias, *, sequences: bool):
+    """``(hs [T, B, U], h_T, c_T)`` (``(h_T, c_T)`` if not ``sequences``), hand-differentiated.
+
+    Without ``sequences`` the per-step outputs are not an output of the op, so the
+    backward loop has no gradient to add for them.
+    """
     import tensorflow as tf
 
     @tf.custom_gradient
@@ -83,8 +89,8 @@ def _lstm(x_tm, h0, c0, kernel, recurrent_kernel, bias):
         xw = tf.reshape(tf.matmul(x2, kernel) + bias, [shape[0], shape[1], -1])
         hs, cs, gates, h, c = _forward(xw, h0, c0, recurrent_kernel)
 
-        def grad(d_hs, d_h, d_c):
-            d_hs = tf.zeros_like(hs) if d_hs is None else d_hs
+        def grad(*upstream):
+            d_hs, d_h, d_c = upstream if sequences else (None, *upstream)
             d_h = tf.zeros_like(h) if d_h is None else d_h
             d_c = tf.zeros_like(c) if d_c is None else d_c
             c_prev = tf.concat([c0[None], cs[:-1]], 0)
@@ -95,7 +101,7 @@ def _lstm(x_tm, h0, c0, kernel, recurrent_kernel, bias):
             return (dx, dh0, dc0, tf.matmul(x2, dz2, transpose_a=True),
                     tf.matmul(h_prev, dz2, transpose_a=True), tf.reduce_sum(dz2, 0))
 
-        return (hs, h, c), grad
+        return ((hs, h, c) if sequences else (h, c)), grad
 
     return run(x_tm, h0, c0, kernel, recurrent_kernel, bias)
 
@@ -107,15 +113,17 @@ def _forward(xw, h0, c0, recurrent_kernel):
     steps = tf.shape(xw)[0]
     xs = tf.TensorArray(xw.dtype, size=steps).unstack(xw)
     arrays = [tf.TensorArray(xw.dtype, size=steps) for _ in range(3)]
+    units = tf.shape(recurrent_kernel)[0]
+    is_g = tf.range(4 * units) // units == 2  # [4U]: True on the g block (i, f, g, o)
 
     def step(t, h, c, th, tc, tg):
         z = xs.read(t) + tf.matmul(h, recurrent_kernel)
-        zi, zf, zg, zo = tf.split(z, 4, axis=1)
-        i, f, o, g = tf.sigmoid(zi), tf.sigmoid(zf), tf.sigmoid(zo), tf.tanh(zg)
+        # sigmoid for the i, f, o gates and tanh for the cell input g, in 3 ops, not 6
+        gates = tf.where(is_g, tf.tanh(z), tf.sigmoid(z))
+        i, f, g, o = tf.split(gates, 4, axis=1)
         c = f * c + i * g
         h = o * tf.tanh(c)
-        return (t + 1, h, c, th.write(t, h), tc.write(t, c),
-                tg.write(t, tf.concat([i, f, g, o], 1)))
+        return t + 1, h, c, th.write(t, h), tc.write(t, c), tg.write(t, gates)
 
     _, h, c, th, tc, tg = tf.while_loop(lambda t, *_: t < steps, step,
                                         (tf.constant(0), h0, c0, *arrays))
@@ -129,20 +137,22 @@ def _backward(gates, cs, c_prev, recurrent_kernel, d_hs, d_h, d_c):
     steps = tf.shape(gates)[0]
     i, f, g, o = tf.split(gates, 4, axis=2)
     tanh_c = tf.tanh(cs)
-    # Per-step factors computed for all steps at once, outside the loop.
+    # Per-step factors computed for all steps at once, outside the loop:
+    # dz = [dc, dc, dc, dh] * factors, dc = dc_next + dh * dc_from_h.
     dc_from_h = o * (1.0 - tanh_c * tanh_c)
-    d_gates = tf.concat([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g)], 2)
-    d_out = tanh_c * o * (1.0 - o)
+    factors = tf.concat([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g),
+                         tanh_c * o * (1.0 - o)], 2)
     read = [tf.TensorArray(gates.dtype, size=steps).unstack(a)
-            for a in (d_hs, dc_from_h, d_gates, d_out, f)]
+            for a in (dc_from_h, factors, f)]
+    outs = None if d_hs is None else tf.TensorArray(gates.dtype, size=steps).unstack(d_hs)
     dz_ta = tf.TensorArray(gates.dtype, size=steps)
 
     def step(t, dh_next, dc_next, dz_ta):
-        dh = dh_next + read[0].read(t)
-        dc = dc_next + dh * read[1].read(t)
-        dz = tf.concat([tf.tile(dc, [1, 3]) * read[2].read(t), dh * read[3].read(t)], 1)
+        dh = dh_next if outs is None else dh_next + outs.read(t)
+        dc = dc_next + dh * read[0].read(t)
+        dz = tf.concat([dc, dc, dc, dh], 1) * read[1].read(t)
         dh_prev = tf.matmul(dz, recurrent_kernel, transpose_b=True)
-        return t - 1, dh_prev, dc * read[4].read(t), dz_ta.write(t, dz)
+        return t - 1, dh_prev, dc * read[2].read(t), dz_ta.write(t, dz)
 
     _, dh0, dc0, dz_ta = tf.while_loop(lambda t, *_: t >= 0, step,
                                        (steps - 1, d_h, d_c, dz_ta))
