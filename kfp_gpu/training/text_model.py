@@ -124,8 +124,11 @@ def build_model(cfg: TrainConfig, vocab_size: int, maxlen: int):
         use_cudnn=True if (on_gpu and eligible) else "auto", name="lstm")(x)
     outputs = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(x)
     model = keras.Model(inputs, outputs, name="imdb_lstm")
+    # jit_compile=False: on a CPU, XLA made the train step slower (docs/benchmarks.md,
+    # IMDB LSTM on CPU); on a GPU the cuDNN LSTM is not XLA-compatible (Keras turns XLA
+    # off for it, keras/src/layers/rnn/lstm.py LSTM.supports_jit), so "auto" means False.
     model.compile(optimizer=keras.optimizers.Adam(cfg.learning_rate),
-                  loss="binary_crossentropy", metrics=["accuracy"])
+                  loss="binary_crossentropy", metrics=["accuracy"], jit_compile=False)
     return model
 
 

@@ -57,6 +57,7 @@ def test_training_resumes_from_last_checkpoint(tmp_path, imdb_small):
                  checkpoint_dir=str(ckpt), tensorboard_dir=str(tmp_path / "tb"))
     assert m1["epochs_run"] == 1 and m1["resumed_from_epoch"] == 0
     assert m1["cudnn_eligible"] is True and m1["device"] == "CPU"
+    assert m1["lstm_kernel"] == "fused-cpu" and isinstance(m1["onednn"], bool)
     assert m1["steps_per_epoch"] == 2000 // 64 + 1
     assert m1["samples_per_sec"] > 0 and m1["ms_per_step"] > 0
     # a "restarted task" asked for 2 epochs with the same checkpoint dir trains only 1 more
