@@ -63,7 +63,7 @@ if [ "$local_build" -eq 1 ] && [ "$dry_run" -eq 0 ]; then
   docker version --format 'engine {{.Server.Version}} at '"${DOCKER_HOST:-default socket}" \
     || { echo "no Docker engine at ${DOCKER_HOST:-the default socket} (scripts/dockerd.sh start)" >&2; exit 1; }
   bash scripts/build-base-image.sh "$base"
-  if ! find "$wheelhouse" -maxdepth 1 -name '*.whl' 2>/dev/null | grep -q .; then
+  if [ -z "$(find "$wheelhouse" -maxdepth 1 -name '*.whl' -print -quit 2>/dev/null)" ]; then
     bash scripts/build-wheelhouse.sh "$wheelhouse"
   fi
 fi

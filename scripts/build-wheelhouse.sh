@@ -26,7 +26,11 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 HOROVOD_VERSION=0.28.1
 BUILD_TOOLS=("pip==26.3" "setuptools==84.2.1" "wheel==0.48.0")
 mkdir -p "$out"
-pip_wheel() { "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$out" "$@"; }
+# (grep: this machine's pip config names index folders that may be missing; pip warns per package)
+pip_wheel() {
+  "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$out" "$@" \
+    2> >(grep -v "^WARNING: Location '" >&2)
+}
 start=$SECONDS
 echo "wheelhouse: $out (python: $("$PYTHON" -c 'import sys; print(sys.version.split()[0])'))"
 tf=(-r requirements/tensorflow.txt)
@@ -39,7 +43,7 @@ echo "  kfp-gpu[train] dependencies: $((SECONDS - start)) s"
 # Horovod: its sdist (built inside the image, --no-build-isolation after TensorFlow) and
 # its install requirements (horovod 0.28.1 setup.py: cloudpickle, psutil, pyyaml, packaging).
 "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary horovod \
-  --dest "$out" "horovod==${HOROVOD_VERSION}"
+  --dest "$out" "horovod==${HOROVOD_VERSION}" 2> >(grep -v "^WARNING: Location '" >&2)
 pip_wheel cloudpickle psutil pyyaml packaging cffi
 echo "  horovod sdist + requirements: $((SECONDS - start)) s"
 echo "wheelhouse ready: $(find "$out" -maxdepth 1 -type f | wc -l) files, $(du -sh "$out" | cut -f1), $((SECONDS - start)) s"
