@@ -107,10 +107,13 @@ def test_horovod_trainer_entry_point_answers(image, run_in):
 def test_horovod_mpi_build_and_mpirun(image, run_in):
     ref = image("horovod")
     assert "Open MPI" in run_in(ref, ["mpirun", "--version"]).check()
-    build = run_in(ref, ["horovodrun", "--check-build"]).check()
-    assert re.search(r"\[X\] TensorFlow", build) and re.search(r"\[X\] MPI", build)
-    code = "import horovod.tensorflow as hvd; print(hvd.mpi_built())"
-    assert run_in(ref, ["python", "-c", code]).check().split()[-1] == "True"
+    # Horovod's TensorFlow ops load; MPI built; CPU flavour: no NCCL (horovodrun
+    # --check-build reports the same, in a minute instead of seconds).
+    code = ("import kfp_gpu, horovod.tensorflow as hvd; "
+            "print(hvd.mpi_built(), bool(hvd.nccl_built()), hvd.gloo_built())")
+    assert run_in(ref, ["python", "-c", code]).check().split()[-3:] == ["True", "False", "False"]
+    assert run_in(ref, ["bash", "-c", "command -v horovodrun"]).check().strip() == \
+        "/opt/venv/bin/horovodrun"
 
 
 def test_horovod_allreduce_across_two_ranks(image, run_in):
