@@ -2,7 +2,7 @@
 DATA_DIR ?= ../shared/data
 PYTEST_ARGS ?=
 
-.PHONY: setup run test compile check lint images
+.PHONY: setup run test compile check lint images images-local test-containers
 
 .venv/.installed: pyproject.toml requirements/tensorflow.txt scripts/setup.sh
 	bash scripts/setup.sh
@@ -31,3 +31,13 @@ lint: setup
 # registry from KFP_GPU_REGISTRY). See images/README.md.
 images:
 	bash scripts/build-images.sh
+
+# The three images built here (CPU flavour: debootstrap Debian base, wheelhouse, classic
+# builder) on the engine at DOCKER_HOST, tagged as the compiled YAML names them.
+images-local: setup
+	bash scripts/build-images.sh --local
+
+# Container tests in one command: a private dockerd (unless DOCKER_HOST is set), the images,
+# pytest -m container, the daemon stopped by its pid. See tests/containers/README.md.
+test-containers: setup
+	bash scripts/test-containers.sh $(PYTEST_ARGS)

@@ -1,11 +1,13 @@
 """Runtime images: hadolint, pinned bases, versions against pyproject, build script refs.
 
-The images are not built here (no Docker engine): what can be checked without one is.
+What can be checked without a Docker engine; the built images are checked as containers
+in tests/containers/ (marker ``container``).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -30,6 +32,22 @@ def _dockerfile(name: str) -> str:
 def _args(name: str) -> dict[str, str]:
     """ARG NAME=default lines (last one wins per name, as in the final stage)."""
     return dict(re.findall(r"^ARG\s+(\w+)=(\S+)\s*$", _dockerfile(name), re.MULTILINE))
+
+
+def _bases(name: str) -> list[str]:
+    """The FROM images of every stage, ``${ARG}`` resolved to the ARG's default (the
+    production build; stage names such as ``build`` are not bases)."""
+    text = _dockerfile(name)
+    args = _args(name)
+    stages: set[str] = set()
+    bases = []
+    for image, stage in re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE):
+        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
+        if image not in stages and image not in bases:
+            bases.append(image)
+        if stage:
+            stages.add(stage)
+    return bases
 
 
 def _pyproject() -> dict:
@@ -91,7 +109,7 @@ def test_hadolint_catches_an_unpinned_install(tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_base_images_pinned_and_user_non_root(name):
     text = _dockerfile(name)
-    bases = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
+    bases = _bases(name)
     assert bases
     for base in bases:
         _repo, sep, tag = base.rpartition(":")
@@ -126,8 +144,9 @@ def test_training_versions_match(name):
 
 def test_trainer_base_is_the_pinned_tensorflow():
     tf = _args("trainer")["TENSORFLOW_VERSION"]
-    assert re.search(rf"^FROM tensorflow/tensorflow:{re.escape(tf)}-gpu\s*$",
-                     _dockerfile("trainer"), re.MULTILINE)
+    assert _bases("trainer") == [f"tensorflow/tensorflow:{tf}-gpu"]
+    # GPU flavour: TensorFlow comes with the base (the CPU flavour passes tensorflow-cpu).
+    assert re.search(r"^ARG TENSORFLOW_PACKAGE=$", _dockerfile("trainer"), re.MULTILINE)
 
 
 def test_horovod_build_settings():
@@ -179,3 +198,99 @@ def test_tensorflow_and_kfp_never_resolved_in_one_pip_command(name):
     for line in text.splitlines():
         if "pip install" in line and re.search(r'"kfp==', line):
             assert "tensorflow==" not in line, line.strip()
+
+
+def _dry_run(*args: str, registry: str = "registry.example.com/team") -> str:
+    env = dict(os.environ, KFP_GPU_REGISTRY=registry)
+    return subprocess.run(["bash", str(ROOT / "scripts" / "build-images.sh"), "--dry-run", *args],
+                          capture_output=True, text=True, env=env, timeout=60,
+                          check=True).stdout
+
+
+def test_local_build_is_the_cpu_flavour_with_the_same_tags(monkeypatch):
+    """--local: classic builder on the debootstrap base, wheelhouse, same refs as the YAML."""
+    out = _dry_run("--local")
+    monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/team")
+    builds = {line.split("--file images/")[1].split("/")[0]: line
+              for line in out.splitlines() if line.startswith("+ docker build ")}
+    assert sorted(builds) == sorted(NAMES) and "--push" not in out and "buildx" not in out
+    for name, line in builds.items():
+        assert f"--tag {images.image(name)} " in line
+        assert "--network host" in line and "--build-arg WHEELHOUSE=build/wheelhouse" in line
+        assert "--build-arg BASE_IMAGE=kfp-gpu-base:bookworm" in line
+        assert re.search(r"<== " + name + r" built in \d+ s", out)
+    for name in ("trainer", "horovod"):
+        assert "--build-arg TENSORFLOW_PACKAGE=tensorflow-cpu" in builds[name]
+    assert "--build-arg FLAVOUR=cpu" in builds["horovod"]
+    assert "--build-arg BUILD_BASE_IMAGE=kfp-gpu-base:bookworm" in builds["horovod"]
+
+
+def test_production_build_with_a_wheelhouse():
+    out = _dry_run("--wheelhouse", "build/wheelhouse", "trainer")
+    assert "docker buildx build" in out and "--build-arg WHEELHOUSE=build/wheelhouse" in out
+    assert "BASE_IMAGE" not in out  # the production (GPU) base is the Dockerfile's default
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "build-images.sh"), "--dry-run",
+                             "--wheelhouse", "/srv/wheels"], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 2 and "inside the repository" in result.stderr
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_stage_can_install_from_a_wheelhouse(name):
+    """Each pip install runs with --no-index from /wheelhouse when the folder has wheels, and
+    the default WHEELHOUSE exists in the repository (COPY of a missing path fails)."""
+    text = _dockerfile(name).replace("\\\n", " ")
+    default = _args(name)["WHEELHOUSE"]
+    assert (ROOT / default).is_dir() and not list((ROOT / default).glob("*.whl"))
+    assert "COPY ${WHEELHOUSE} /wheelhouse" in text
+    for line in text.splitlines():
+        if line.startswith("RUN ") and "pip install" in line:
+            assert "PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse" in line, line.strip()
+            # not `find | grep -q`: under pipefail, find killed by SIGPIPE fails the test
+            assert "-print -quit)" in line and '.whl" | grep' not in line, line.strip()
+
+
+def test_horovod_flavours_pin_their_distribution_packages():
+    text = _dockerfile("horovod").replace("\\\n", " ")
+    for line in (ln for ln in text.splitlines() if "apt-get install" in ln):
+        gpu, cpu = (re.search(rf"{flavour}\) apt-get install (.*?);;", line).group(1)
+                    for flavour in ("gpu", "cpu"))
+        assert "python3.12=" in gpu and "python3.11=" in cpu  # Ubuntu 24.04 / Debian 12
+        for pkg in ("openmpi-bin",):
+            assert re.search(rf"\b{pkg}=4\.1\.6-", gpu) and re.search(rf"\b{pkg}=4\.1\.4-", cpu)
+    assert "HOROVOD_CPU_OPERATIONS=MPI" in text
+
+
+def test_wheelhouse_script_matches_the_dockerfiles():
+    script = (ROOT / "scripts" / "build-wheelhouse.sh").read_text()
+    assert re.search(r"^HOROVOD_VERSION=(\S+)$", script, re.MULTILINE).group(1) == \
+        _args("horovod")["HOROVOD_VERSION"]
+    text = _dockerfile("horovod")
+    for tool in ("setuptools", "wheel"):
+        pin = re.search(rf'"{tool}==([\w.]+)"', script).group(1)
+        assert f'"{tool}=={pin}"' in text, f"{tool} {pin}: wheelhouse and Dockerfile differ"
+    assert "pip wheel" in script and "requirements/tensorflow.txt" in script
+
+
+def _ignore_rules(path: Path) -> list[str]:
+    return [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_dockerignore_classic_and_buildkit_agree(name):
+    """The classic builder reads only the root .dockerignore, BuildKit the per-Dockerfile
+    one: same rules, sources + wheelhouse only (never .venv or an engine's data-root)."""
+    root = _ignore_rules(ROOT / ".dockerignore")
+    assert _ignore_rules(ROOT / "images" / name / "Dockerfile.dockerignore") == root
+    assert root[0] == "**" and "!build/wheelhouse/**" in root and "!images/no-wheelhouse/**" in root
+
+
+def test_dockerd_config_template():
+    """scripts/dockerd.json: everything in the temporary folder, ulimits for containers."""
+    config = json.loads((ROOT / "scripts" / "dockerd.json").read_text())
+    for key in ("data-root", "exec-root", "pidfile"):
+        assert config[key].startswith("@DIR@/")
+    assert config["hosts"] == ["unix://@DIR@/docker.sock"]
+    for limit in ("nofile", "nproc"):
+        assert config["default-ulimits"][limit]["Soft"] == 10000
+        assert config["default-ulimits"][limit]["Hard"] == 10000

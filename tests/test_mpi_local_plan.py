@@ -11,7 +11,8 @@ import copy
 
 import pytest
 
-from kfp_gpu import mpijob
+from kfp_gpu.mpi import mpijob, network, ssh, volumes
+from kfp_gpu.mpi.options import MPIJobOptions
 from kfp_gpu.mpi import local_plan as lp
 from kfp_gpu.mpi import local_runner, local_status
 
@@ -22,10 +23,10 @@ def built(**kw) -> dict:
     opts = {"name": "resnet-ab12", "namespace": "ml", "image": "reg.test/horovod:1",
             "program": PROGRAM, "workers": 3, "gpu": "gpu:2", "rdma": True, "shm_size": "2Gi",
             "fs_group": 1000,
-            "volumes": (mpijob.PvcMount("shared", "/mnt/shared"),
-                        mpijob.PvcMount("data", "/data", read_only=True, sub_path="fm"))}
+            "volumes": (volumes.PvcMount("shared", "/mnt/shared"),
+                        volumes.PvcMount("data", "/data", read_only=True, sub_path="fm"))}
     opts.update(kw)
-    return mpijob.build(mpijob.MPIJobOptions(**opts))
+    return mpijob.build(MPIJobOptions.from_settings(**opts))
 
 
 def test_plan_of_the_builders_mpijob():
@@ -45,7 +46,7 @@ def test_plan_of_the_builders_mpijob():
     assert w0.dns_search[-1] == "resnet-ab12.ml.svc.cluster.local"  # newWorker's search
     assert "resnet-ab12.ml.svc.cluster.local" not in p.launcher.dns_search
     # the builder's own non-root sshd command is honoured, not replaced
-    assert w0.entrypoint == tuple(mpijob.DEFAULT_WORKER_COMMAND) and w0.command is None
+    assert w0.entrypoint == tuple(ssh.DEFAULT_WORKER_COMMAND) and w0.command is None
     tmpl = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert p.launcher.entrypoint == tuple(tmpl["command"])
     assert w0.security == lp.Security(user="1000:1000", group_add=("1000",),
@@ -90,7 +91,7 @@ def test_dropped_resources_are_noted():
 
 
 def test_default_worker_command_and_root_ssh():
-    job = built(volumes=(), fs_group=None, **mpijob.ROOT_SSH)
+    job = built(volumes=(), fs_group=None, ssh=ssh.ROOT_SSH)
     c = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     del c["command"]
     p = lp.plan(job)

@@ -2,7 +2,7 @@
 horovod image on a user-defined Docker network, as mpi-operator would run them.
 
 Needs a Docker engine (``DOCKER_HOST``) and the horovod image
-(``kfp_gpu.images.image("horovod")``, built by ``make images-local``). Without them the
+(``kfp_gpu.build.images.image("horovod")``, built by ``make images-local``). Without them the
 tests skip with the reason; with ``CI=true`` they fail.
 
 Evidence, not exit codes: ranks report the host they ran on and their uid; ``docker top``
@@ -23,14 +23,15 @@ from typing import Self
 
 import pytest
 
-from kfp_gpu import mpijob
+from kfp_gpu.mpi import mpijob, network, ssh, volumes
+from kfp_gpu.mpi.options import MPIJobOptions
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
 from kfp_gpu.mpi import local_runner
 from tests.conftest import data_dir
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 
-UID = mpijob.MPI_USER_ID
+UID = ssh.MPI_USER_ID
 
 
 def _unavailable(reason: str) -> None:
@@ -60,7 +61,7 @@ def docker_engine():
 def horovod_image(docker_engine) -> str:
     import docker
 
-    from kfp_gpu.images import image
+    from kfp_gpu.build.images import image
 
     ref = image("horovod")
     try:
@@ -132,7 +133,7 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
             "s = c.allreduce(c.rank + 1); "
             "print('RANK', c.rank, c.size, s, socket.gethostname(), os.getuid(), os.getgid(), "
             "flush=True)")
-    job = mpijob.build(mpijob.MPIJobOptions(
+    job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-smoke", namespace="ci", image=horovod_image, program=("python", "-c", code),
         workers=2, gpu="gpu:1", rdma=True, shm_size="256Mi"))
     status, sampler, runner = run_job(docker_engine, job)
@@ -164,7 +165,7 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
 
 
 def test_worker_exit_fails_the_job_with_its_reason(docker_engine, horovod_image):
-    job = mpijob.build(mpijob.MPIJobOptions(
+    job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-broken", namespace="ci", image=horovod_image, program=("true",), workers=2,
         worker_command=("sh", "-c", "echo disk on fire >&2; exit 3"), clean_pod_policy="None"))
     status, sampler, runner = run_job(docker_engine, job)
@@ -182,8 +183,8 @@ def test_worker_exit_fails_the_job_with_its_reason(docker_engine, horovod_image)
 
 
 def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
-    sshd = " ".join(mpijob.DEFAULT_WORKER_COMMAND)
-    job = mpijob.build(mpijob.MPIJobOptions(
+    sshd = " ".join(ssh.DEFAULT_WORKER_COMMAND)
+    job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-lost", namespace="ci", image=horovod_image, workers=2,
         program=("python", "-c", "import time; time.sleep(120)"),
         worker_command=("sh", "-c", f"{sshd} & sleep 8; echo node lost >&2; exit 4")))
@@ -202,7 +203,7 @@ def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
 
 
 def test_launcher_failures_up_to_the_backoff_limit(docker_engine, horovod_image):
-    job = mpijob.build(mpijob.MPIJobOptions(
+    job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-retry", namespace="ci", image=horovod_image, workers=1, backoff_limit=1,
         program=("python", "-c", "import sys; print('trying', flush=True); sys.exit(5)")))
     status, _, runner = run_job(docker_engine, job)
@@ -230,11 +231,11 @@ def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, ho
         learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
         width=8, mixed_precision=False, xla=False, seed=7)
     settings = {**tj.worker_settings(None),
-                "volumes": (mpijob.PvcMount("fashion", "/data", read_only=True),
-                            mpijob.PvcMount("work", "/work"))}
+                "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
+                            volumes.PvcMount("work", "/work"))}
     opts = tj.job_options(
         name="lmpi-resnet", namespace="ci", image=horovod_image, args=args, workers=2,
-        settings=settings, rdma=False, rdma_resource=mpijob.RDMA_SHARED_DEVICE_A,
+        settings=settings, rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A,
         multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
         shm_size="512Mi", run_id="local", task_name="train")
     job = mpijob.build(opts)
@@ -261,9 +262,9 @@ def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, ho
 
 
 def _smoke_yaml(path: Path, image: str, name: str, program: tuple[str, ...]) -> Path:
-    job = mpijob.build(mpijob.MPIJobOptions(
+    job = mpijob.build(MPIJobOptions.from_settings(
         name=name, namespace="ci", image=image, program=program, workers=2,
-        volumes=(mpijob.PvcMount("scratch", "/scratch"),)))
+        volumes=(volumes.PvcMount("scratch", "/scratch"),)))
     path.write_text(mpijob.to_yaml(job), encoding="utf-8")
     return path
 

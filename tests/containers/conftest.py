@@ -1,0 +1,105 @@
+"""Fixtures for tests that run the built runtime images as containers (marker ``container``).
+
+The engine is the one ``DOCKER_HOST`` names (``scripts/dockerd.sh start`` prints it); the
+images are the local tags ``scripts/build-images.sh --local`` (``make images-local``)
+gives them, i.e. the exact references the compiled YAML names. With ``CI=true`` a missing
+or broken engine, or a missing image, FAILS the test; elsewhere the test is skipped with
+the reason. See tests/containers/README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.containers.engine import (
+    LABEL,
+    ContainerResult,
+    image_ref,
+    remove_labelled,
+    run_container,
+)
+
+HERE = Path(__file__).resolve().parent
+
+
+def in_ci() -> bool:
+    """True when the environment variable CI is ``true`` (or ``1``), as CI services set it."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def unavailable(reason: str) -> None:
+    """Fail under CI (the container tests must run there), skip elsewhere; never returns."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: the container tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/containers carries the ``container`` marker."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.container)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[object]:
+    """A ``docker.DockerClient`` for the engine at ``DOCKER_HOST`` (pinged once).
+
+    Containers the tests start carry the label ``kfp-gpu-test=<session id>``; whatever is
+    left of them (and of networks with that label) is removed when the session ends.
+    """
+    try:
+        import docker
+    except ImportError:
+        unavailable("the docker Python SDK is not installed (dev extra: pip install -e '.[dev]')")
+    where = os.environ.get("DOCKER_HOST", "(DOCKER_HOST unset: the default socket)")
+    try:
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        unavailable(f"no Docker engine at {where}: {exc} (start one: scripts/dockerd.sh start)")
+    session = uuid.uuid4().hex[:12]
+    client.kfp_gpu_session = session  # read by run_container's labels
+    yield client
+    remove_labelled(client, {LABEL: session})
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def image(docker_client) -> Callable[[str], str]:
+    """``image(name)`` -> the local tag of built image ``name`` (trainer, horovod, launcher).
+
+    The tag is the reference the compiled YAML names (``<registry>/kfp-gpu-<name>:<version>``,
+    ``KFP_GPU_REGISTRY`` honoured). A missing image skips the test (fails it under CI).
+    """
+    import docker
+
+    def _image(name: str) -> str:
+        ref = image_ref(name)
+        try:
+            docker_client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            unavailable(f"image {ref} is not built (make images-local)")
+        return ref
+
+    return _image
+
+
+@pytest.fixture(scope="session")
+def run_in(docker_client) -> Callable[..., ContainerResult]:
+    """``run_in(ref, command, **run_kwargs)`` -> :class:`ContainerResult` (exit code, output).
+
+    Runs ``command`` (a list: no shell) in a new container of image ``ref`` with the image's
+    own user unless ``user=`` is given, waits (``timeout_s=``, default 300 s), collects
+    stdout+stderr and removes the container.
+    """
+
+    def _run(ref: str, command: list[str], **kwargs) -> ContainerResult:
+        return run_container(docker_client, ref, command, **kwargs)
+
+    return _run
