@@ -111,6 +111,11 @@ def post_padded(out: str, source: str, rows: int) -> None:
         datasets.save(x, split.labels, dest, {"vocabulary_size": len(vocab), "padding": "post"})
 
 
+def progress(what: str) -> None:
+    """One line before each long step (each takes minutes on a CPU)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {what} ...", flush=True)
+
+
 def row(name: str, r: dict, rows: int) -> dict:
     secs = r["epoch_seconds"]
     mean = sum(secs) / len(secs)
@@ -197,14 +202,19 @@ def main() -> None:
         x_test, y_test = datasets.load_arrays(work / "test")
         vocab = stats["vocabulary_size"]
         n = len(y_train)
+        progress(f"A. the article's model, {EPOCHS} epochs on {n} reviews")
         rows = [row("A. article: LSTM(dropout=0.2, recurrent_dropout=0.2), pre-padding",
-                    reference_article(x_train, y_train, x_test, y_test, vocab), n),
-                row("B. train_text_classifier: cuDNN-eligible LSTM, pre-padding",
-                    ours(str(work / "train"), x_test, y_test, work, "b"), n)]
+                    reference_article(x_train, y_train, x_test, y_test, vocab), n)]
+        progress("B. train_text_classifier's configuration")
+        rows.append(row("B. train_text_classifier: cuDNN-eligible LSTM, pre-padding",
+                        ours(str(work / "train"), x_test, y_test, work, "b"), n))
+        progress("C. as B on post-padded data")
         post_padded(str(work / "post"), source, args.rows)
         xp, yp = datasets.load_arrays(work / "post" / "test")
         rows.append(row("C. as B, TextVectorization post-padding (first 80 tokens)",
                         ours(str(work / "post" / "train"), xp, yp, work, "c"), n))
+        progress(f"kfp.local overhead: the pipeline vs direct calls on {args.overhead_rows} "
+                 "reviews per split")
         overhead = pipeline_overhead(source, args.overhead_rows, work)
     import keras
     import tensorflow as tf
@@ -225,6 +235,11 @@ def main() -> None:
         print(f"| {r['configuration']} | {r['seconds_per_epoch']} ({', '.join(map(str, r['epoch_seconds']))}) "
               f"| {r['samples_per_sec']} | {r['test_accuracy']} |")
     print(json.dumps(result, indent=2))
+    a, b = rows[0], rows[1]
+    print(f"imdb_lstm: ours {b['seconds_per_epoch']} s/epoch vs the article's "
+          f"{a['seconds_per_epoch']} s/epoch ({b['seconds_per_epoch'] / a['seconds_per_epoch']:.2f}x"
+          f"), test accuracy {b['test_accuracy']} vs {a['test_accuracy']}; kfp.local overhead "
+          f"{overhead['overhead_ratio']}x ({n} train reviews, {result['machine']})")
 
 
 if __name__ == "__main__":
