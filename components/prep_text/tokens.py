@@ -91,9 +91,9 @@ def tokenize(texts) -> tuple[pa.Array, np.ndarray]:
     edge = np.ones(n + 1, dtype=bool)  # a token may start or end before byte i
     edge[1:n] = space[1:] != space[:-1]
     edge[off] = True
-    bounds = np.flatnonzero(edge)
-    is_start = ~space[bounds[:-1]]
-    starts, ends = bounds[:-1][is_start], bounds[1:][is_start]
+    word = ~space
+    starts = np.flatnonzero(word & edge[:n])
+    ends = np.flatnonzero(word & edge[1:]) + 1
     tok_off = np.zeros(len(starts) + 1, dtype=np.int64)
     np.cumsum(ends - starts, out=tok_off[1:])
     tokens = pa.LargeStringArray.from_buffers(
