@@ -12,6 +12,7 @@ Usage:
 
 import argparse
 import json
+import math
 import os
 import tempfile
 import time
@@ -65,9 +66,11 @@ def main() -> None:
     print(json.dumps({"shards": args.shards, "fractional_eval_seconds": round(sharded_s, 1),
                       "single_task_seconds": round(whole_s, 1), "combined": combined,
                       "reference": reference}, indent=2))
-    same = all(combined.get(k) == v for k, v in reference.items())
+    # per-row scores may differ in the last float32 bits between batch shapes
+    same = all(math.isclose(combined.get(k, math.nan), v, rel_tol=1e-6, abs_tol=1e-7)
+               for k, v in reference.items())
     print(f"fractional_eval: {args.shards} shards {sharded_s:.1f} s vs one task {whole_s:.1f} s "
-          f"({int(reference.get('rows', 0))} reviews), metrics identical: {same}")
+          f"({int(reference.get('rows', 0))} reviews), metrics equal (rel. 1e-6): {same}")
 
 
 if __name__ == "__main__":
