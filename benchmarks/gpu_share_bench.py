@@ -184,15 +184,27 @@ def main(argv=None) -> int:
         print("no GPU found (nvidia-smi); this benchmark needs one (or --allow-cpu for a "
               "harness check)", file=sys.stderr)
         return 2
-    rows = [run_config(1, False, args)]
-    rows += [run_config(k, True, args) for k in args.k if k > 1]
+    configs = [(1, False)] + [(k, True) for k in args.k if k > 1]
     if args.uncapped_k > 1:
-        rows.append(run_config(args.uncapped_k, False, args))
+        configs.append((args.uncapped_k, False))
+    rows = []
+    for k, capped in configs:
+        print(f"K={k}{' capped' if capped else ' uncapped'}: starting {k} process(es), "
+              f"{args.warmup_steps} warm-up steps, then {args.seconds:g} s measured ...",
+              flush=True)
+        rows.append(run_config(k, capped, args))
+        print(f"  -> {rows[-1]['ok']} ok, {rows[-1]['failed']} failed, "
+              f"{rows[-1]['aggregate_samples_per_sec']:.0f} samples/sec aggregate", flush=True)
     report = {"device": name, "batch_size": args.batch_size, "seconds": args.seconds,
               "rows": rows}
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(markdown(rows, name))
+    base = rows[0]["aggregate_samples_per_sec"] or float("nan")
+    print(f"gpu_share ({name}): " + "; ".join(
+        f"K={r['k']}{'' if r['capped'] or r['k'] == 1 else ' uncapped'} "
+        f"{r['aggregate_samples_per_sec']:.0f} samples/sec ({r['aggregate_samples_per_sec'] / base:.2f}x),"
+        f" {r['failed']} failed" for r in rows))
     return 0 if all(r["failed"] == 0 for r in rows if r["capped"] or r["k"] == 1) else 1
 
 

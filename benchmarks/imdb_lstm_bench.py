@@ -104,7 +104,9 @@ def ours(train_path: str, x_test, y_test, work: Path, tag: str, epochs: int = EP
 
 def post_padded(out: str, source: str, rows: int) -> None:
     """Re-vectorise with TextVectorization's own padding (first MAXLEN tokens, zeros after)."""
-    from kfp_gpu.components.prep_text import prep
+    import numpy as np
+
+    from kfp_gpu.components.prep_text import prep, tokens
     from kfp_gpu.training import datasets
 
     df = prep.read_table(source)
@@ -112,11 +114,16 @@ def post_padded(out: str, source: str, rows: int) -> None:
                                  positive_label="positive", negative_label="negative",
                                  split_column="split", test_fraction=0.5, seed=42)
     train, test = prep.subsample(train, rows, 42), prep.subsample(test, rows, 43)
-    tv = prep.fit_vectorizer(prep.clean(train.texts), WORDS)
-    for split, dest in ((train, out + "/train"), (test, out + "/test")):
-        ids = tv(prep.clean(split.texts).astype(str)).to_tensor(shape=[None, MAXLEN]).numpy()
-        datasets.save(ids.astype("int32"), split.labels, dest,
-                      {"vocabulary_size": len(tv.get_vocabulary()), "padding": "post"})
+    n = len(train.labels)
+    vocab, ids, _ = tokens.encode(np.concatenate([train.texts, test.texts]), fit_rows=n,
+                                  num_words=WORDS, maxlen=MAXLEN, keep="first")
+    for split, x, dest in ((train, ids[:n], out + "/train"), (test, ids[n:], out + "/test")):
+        datasets.save(x, split.labels, dest, {"vocabulary_size": len(vocab), "padding": "post"})
+
+
+def progress(what: str) -> None:
+    """One line before each long step (each takes minutes on a CPU)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {what} ...", flush=True)
 
 
 #: Rows of the table: key -> (label, extra environment of its process).

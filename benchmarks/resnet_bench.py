@@ -68,8 +68,10 @@ def cpu_mode(a) -> tuple[list[dict], str]:
              "--batch-size", str(a.batch_size), "--steps", str(a.steps),
              "--warmup-steps", str(a.warmup_steps)]
     runs: dict[int, list[dict]] = {1: [], 2: []}
-    for _ in range(a.repeats):
+    for rep in range(a.repeats):
         for n in (1, 2):
+            print(f"run {rep + 1}/{a.repeats}, np={n}: {a.warmup_steps} warm-up + {a.steps} "
+                  f"timed steps of {a.model} ...", flush=True)
             m = trainer(n, flags)
             runs[n].append(m)
             print(f"np={n}: {m['img_per_sec_per_gpu']:.1f} img/sec per process, "
@@ -111,6 +113,8 @@ def gpu_mode(a) -> tuple[list[dict], str]:
     for batch in a.batches:
         for label, extra in (("FP32", []), ("mixed precision + XLA",
                                             ["--mixed-precision", "--xla"])):
+            print(f"batch {batch}, {label}: {a.warmup_steps} warm-up + {a.steps} timed steps "
+                  "...", flush=True)
             m = trainer(a.np, ["--model", "resnet50", "--image-size", "224", "--batch-size",
                                str(batch), "--steps", str(a.steps), "--warmup-steps",
                                str(a.warmup_steps), *extra])
@@ -161,10 +165,24 @@ def main() -> None:
     body = (f"{a.mode.upper()} run of {dt.date.today().isoformat()} on {machine()}; "
             f"Horovod 0.28.1 (MPI controller, OpenMPI 4.1.8), TensorFlow "
             f"{__import__('tensorflow').__version__}.\nCommand: `{cmd}`\n\n{table}\n")
-    print(body)
     print(json.dumps(rows, indent=2))
+    print(body)
     if a.write_docs:
         write_docs(body + ("\n" + a.docs_section if a.docs_section else ""))
+    print(one_line(a, rows))
+
+
+def one_line(a, rows: list[dict]) -> str:
+    """The benchmark's figure in one line."""
+    if a.mode == "cpu":
+        one, two = rows
+        return (f"resnet_bench cpu ({a.model}, {a.image_size}x{a.image_size}): "
+                f"{one['img_per_sec_total']:.1f} img/sec with 1 process, "
+                f"{two['img_per_sec_total']:.1f} img/sec total with 2 "
+                f"(scaling efficiency {two['scaling_efficiency']:.2f})")
+    return "resnet_bench gpu (ResNet-50): " + "; ".join(
+        f"batch {r['batch']} {r['precision']} {r['img_per_sec_per_gpu']:.1f} img/sec per GPU"
+        for r in rows)
 
 
 if __name__ == "__main__":

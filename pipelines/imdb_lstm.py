@@ -64,6 +64,9 @@ def build(gpu: str = DEFAULT_GPU):
         train.set_display_name("train-lstm").set_cpu_request(TRAIN_CPU)
         train.set_memory_request(TRAIN_MEMORY).set_memory_limit(TRAIN_MEMORY)
         request.apply_to_task(train)
-        return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold)
+        return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold,
+                                    training_report=train.outputs["report"],
+                                    training_logs=train.outputs["tensorboard"],
+                                    vocabulary=prep.outputs["vocabulary"])
 
     return imdb_lstm

@@ -2,29 +2,38 @@
 
 from typing import NamedTuple
 
-from kfp.dsl import Metrics, Model
+from kfp.dsl import HTML, Metrics, Model
 
 from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
 
 
 class TrainingOutputs(NamedTuple):
     """A training pipeline's outputs: the trained Model, training and evaluation Metrics,
-    and the evaluation gate (accuracy >= threshold)."""
+    the evaluation gate (accuracy >= threshold) and the evaluation's HTML report."""
 
     model: Model
     train_metrics: Metrics
     eval_metrics: Metrics
     passed: bool
+    report: HTML
 
 
-def evaluate_and_collect(train, test_data, accuracy_threshold) -> TrainingOutputs:
+def evaluate_and_collect(train, test_data, accuracy_threshold, *, training_report=None,
+                         training_logs=None, vocabulary=None) -> TrainingOutputs:
     """Add the CPU ``evaluate`` task on ``train``'s model and return the pipeline outputs.
 
     ``train`` is a training task with ``model`` and ``metrics`` outputs; ``test_data`` a
-    Dataset channel; ``accuracy_threshold`` a float or pipeline parameter.
+    Dataset channel; ``accuracy_threshold`` a float or pipeline parameter. The optional
+    channels feed the evaluation's HTML report: the training step's report JSON and
+    TensorBoard logs (throughput, parameters, training curves) and prep_text's vocabulary
+    (misclassified reviews as words).
     """
+    extra = {k: v for k, v in (("training_report", training_report),
+                               ("training_logs", training_logs),
+                               ("vocabulary", vocabulary)) if v is not None}
     ev = evaluate_classifier(model=train.outputs["model"], test_data=test_data,
-                             accuracy_threshold=accuracy_threshold)
+                             accuracy_threshold=accuracy_threshold, **extra)
     ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")
     return TrainingOutputs(model=train.outputs["model"], train_metrics=train.outputs["metrics"],
-                           eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"])
+                           eval_metrics=ev.outputs["metrics"], passed=ev.outputs["Output"],
+                           report=ev.outputs["html_report"])

@@ -11,10 +11,9 @@ import copy
 
 import pytest
 
-from kfp_gpu.mpi import mpijob, network, ssh, volumes
-from kfp_gpu.mpi.options import MPIJobOptions
 from kfp_gpu.mpi import local_plan as lp
-from kfp_gpu.mpi import local_runner, local_status
+from kfp_gpu.mpi import local_runner, local_status, mpijob, ssh, volumes
+from kfp_gpu.mpi.options import MPIJobOptions
 
 PROGRAM = ("kfp-gpu", "train-resnet", "--mode", "train")
 

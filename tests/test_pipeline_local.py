@@ -35,6 +35,10 @@ def test_imdb_lstm_pipeline_beats_majority_class(tmp_path, imdb_csv):
     assert model.input_shape == (None, 80) and model.output_shape == (None, 1)
     report = next(Path(summary["pipeline_root"]).rglob("evaluate-classifier/report"))
     assert "Confusion matrix" in report.read_text()
+    page = Path(out["report"]["uri"]).read_text()  # the HTML report, a pipeline output
+    for alt in ("Confusion matrix", "ROC curve", "Precision/recall curve", "Training curves"):
+        assert f'alt="{alt}"' in page
+    assert "<table id=misclassified>" in page and "[UNK]" in page
 
 
 def _loaded(name: str):

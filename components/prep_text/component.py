@@ -25,9 +25,12 @@ def prep_text(
     maxlen: int = 80,
     seed: int = 42,
 ):
-    """Tokenise labelled text with Keras TextVectorization into padded id sequences.
+    """Tokenise labelled text into padded id sequences (vectorised, no TensorFlow).
 
-    Runs on CPU (no GPU requested).
+    Runs on CPU (no GPU requested). The ids equal those of Keras TextVectorization
+    (lower case, punctuation stripped, whitespace split) fitted on the training split and
+    ``keras.utils.pad_sequences`` defaults, computed with numpy/Arrow kernels over all
+    reviews at once (tokens.py).
 
     Args:
         source: ``keras:imdb`` (keras.datasets.imdb, downloaded on first use), or a local
@@ -45,8 +48,8 @@ def prep_text(
         seed: seed for the test split and subsampling.
 
     Outputs:
-        train_data, test_data: Dataset directories (tf.data.Dataset.save) of
-            ``(int32 [maxlen] token ids, int32 label)``; metadata: rows, positive_share,
+        train_data, test_data: Dataset directories (kfp_gpu.datasets: ``.npy`` arrays)
+            of ``(int32 [maxlen] token ids, int32 label)``; metadata: rows, positive_share,
             truncated_share, vocabulary_size.
         vocabulary: text file, token id i on line i.
         stats: JSON with rows, class balance, vocabulary size and truncated share per split.

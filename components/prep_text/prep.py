@@ -1,8 +1,9 @@
 """prep_text logic: labelled text -> tokenised, padded train/test Datasets.
 
 Pure helpers (reading, validation, splitting, vectorising) are separate from
-:func:`run`, which writes the artifacts. Tokenisation is Keras ``TextVectorization``
-(fitted on the training split only); sequences are padded/truncated with
+:func:`run`, which writes the artifacts. Tokenisation (:mod:`.tokens`, numpy and Arrow
+kernels over all reviews at once, no TensorFlow) gives exactly the ids of Keras
+``TextVectorization`` fitted on the training split only, padded/truncated with
 ``keras.utils.pad_sequences`` defaults (``padding="pre"``, ``truncating="pre"``): the
 LAST ``maxlen`` tokens are kept with zeros in front, which is what the Keras IMDB
 example does and what a cuDNN LSTM without masking needs to see the end of a review
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from kfp_gpu import storage
+from kfp_gpu.components.prep_text import tokens
 from kfp_gpu.training import datasets
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 KERAS_IMDB = "keras:imdb"
 FORMATS = ("csv", "jsonl", "parquet")
 SPLITS = ("train", "test")
-_HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,8 @@ def load_keras_imdb():
 
     Keras ships the reviews as word indices; they are turned back into words with
     ``imdb.get_word_index()`` (indices offset by 3: 0 pad, 1 start, 2 OOV) so that the
-    same TextVectorization path serves every source.
+    same tokenisation serves every source (this source alone imports Keras, hence
+    TensorFlow).
 
     Returns:
         DataFrame with columns ``review`` (str), ``sentiment`` (``positive``/``negative``),
@@ -185,46 +186,6 @@ def subsample(split: Split, max_rows: int, seed: int) -> Split:
     return Split(split.texts[idx], split.labels[idx])
 
 
-def clean(texts: np.ndarray) -> np.ndarray:
-    """Replace HTML line breaks (``<br />``, kept in the IMDB reviews) with spaces."""
-    return np.array([_HTML_BREAK.sub(" ", t) for t in texts], dtype=object)
-
-
-def fit_vectorizer(train_texts: np.ndarray, num_words: int):
-    """A ``keras.layers.TextVectorization`` adapted on ``train_texts`` only.
-
-    ``max_tokens=num_words`` counts the padding token (index 0) and OOV (index 1), as
-    TextVectorization does. Standardisation: lower case, punctuation stripped.
-    """
-    import keras
-    import tensorflow as tf
-
-    if num_words < 3:
-        raise ValueError(f"num_words must be >= 3 (padding, OOV and one word), got {num_words}")
-    tv = keras.layers.TextVectorization(max_tokens=num_words, output_mode="int", ragged=True,
-                                        standardize="lower_and_strip_punctuation")
-    tv.adapt(tf.data.Dataset.from_tensor_slices(train_texts.astype(str)).batch(2048))
-    return tv
-
-
-def vectorize(tv, texts: np.ndarray, maxlen: int) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids int32 ``[N, maxlen]`` (last ``maxlen`` tokens, zeros in front) and lengths.
-
-    Returns:
-        ``(ids, lengths)``; ``lengths`` int64 ``[N]`` are the token counts before
-        truncation (``> maxlen`` means the review was truncated).
-    """
-    import keras
-
-    if maxlen < 1:
-        raise ValueError(f"maxlen must be >= 1, got {maxlen}")
-    ragged = tv(texts.astype(str))
-    lengths = ragged.row_lengths().numpy()
-    ids = keras.utils.pad_sequences(ragged.to_list(), maxlen=maxlen, dtype="int32",
-                                    padding="pre", truncating="pre")
-    return ids, lengths
-
-
 def describe(split: Split, lengths: np.ndarray, maxlen: int) -> dict:
     """Rows, class balance and truncation figures of one split."""
     n = len(split.labels)
@@ -261,12 +222,10 @@ def run(*, source: str, train_path: str, test_path: str, vocabulary_path: str,
                             split_column=split_column, test_fraction=test_fraction, seed=seed)
     train = subsample(train, max_rows_per_split, seed)
     test = subsample(test, max_rows_per_split, seed + 1)
-    train = Split(clean(train.texts), train.labels)
-    test = Split(clean(test.texts), test.labels)
-    tv = fit_vectorizer(train.texts, num_words)
-    vocab = tv.get_vocabulary()
-    x_train, len_train = vectorize(tv, train.texts, maxlen)
-    x_test, len_test = vectorize(tv, test.texts, maxlen)
+    n = len(train.labels)
+    vocab, ids, lengths = tokens.encode(np.concatenate([train.texts, test.texts]),
+                                        fit_rows=n, num_words=num_words, maxlen=maxlen)
+    x_train, len_train, x_test, len_test = ids[:n], lengths[:n], ids[n:], lengths[n:]
     common = {"maxlen": maxlen, "vocabulary_size": len(vocab), "padding": "pre",
               "truncating": "pre", "classes": [negative_label, positive_label]}
     stats = {

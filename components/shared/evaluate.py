@@ -15,7 +15,9 @@ import numpy as np
 from kfp_gpu.training import datasets
 
 MODEL_FILE = "model.keras"
-MAX_ROC_POINTS = 201
+#: Cap on the ROC / precision-recall points written for the KFP UI and the report.
+MAX_CURVE_POINTS = 200
+MAX_ROC_POINTS = MAX_CURVE_POINTS
 
 
 def load_model(model_path: str):
@@ -65,7 +67,8 @@ def compute_metrics(y_true: np.ndarray, y_score: np.ndarray,
         multi-class: macro averages), ``roc_auc`` (binary; multi-class one-vs-rest macro;
         NaN if a class is missing), ``loss`` (cross-entropy, nats), ``confusion_matrix``
         (``[C][C]``, rows = true class), ``classes``, ``rows``, and for binary input
-        ``roc`` = ``{"fpr", "tpr", "thresholds"}`` (at most 201 points, thresholds finite).
+        ``roc`` = ``{"fpr", "tpr", "thresholds"}`` (at most 200 points, thresholds in
+        [0, 1]).
 
     Raises:
         ValueError: empty input, mismatched lengths, or a label >= C.
@@ -122,20 +125,42 @@ def compute_metrics(y_true: np.ndarray, y_score: np.ndarray,
     return out
 
 
-def roc_points(y_true: np.ndarray, y_score: np.ndarray) -> dict:
-    """ROC curve (fpr, tpr, thresholds), thinned to at most 201 points, finite thresholds.
+def _thin(n: int, cap: int = MAX_CURVE_POINTS) -> np.ndarray:
+    """At most ``cap`` indices evenly spread over ``0 .. n-1``, both ends kept."""
+    return np.unique(np.linspace(0, n - 1, min(n, cap)).round().astype(int))
 
-    scikit-learn's first threshold is +inf (nothing predicted positive); it is written
-    as 1.0 + max score so the curve serialises to JSON for the KFP UI.
+
+def roc_points(y_true: np.ndarray, y_score: np.ndarray) -> dict:
+    """ROC curve (fpr, tpr, thresholds), at most 200 points, thresholds within [0, 1].
+
+    scikit-learn (sklearn/metrics/_ranking.py, ``roc_curve``) starts the curve at
+    (0, 0) with threshold +inf (nothing predicted positive); probabilities never exceed
+    1, so that point is written with threshold 1.0, and every threshold is clipped to
+    [0, 1], the range the KFP UI's ROC view (ClassificationMetrics) expects. Points are
+    thinned evenly along the curve (first and last kept) after ``drop_intermediate``.
     """
     from sklearn import metrics as skm
 
     fpr, tpr, thr = skm.roc_curve(y_true, y_score, drop_intermediate=True)
-    thr = np.where(np.isfinite(thr), thr, 1.0 + float(np.max(y_score)))
-    if len(fpr) > MAX_ROC_POINTS:
-        idx = np.unique(np.linspace(0, len(fpr) - 1, MAX_ROC_POINTS).round().astype(int))
-        fpr, tpr, thr = fpr[idx], tpr[idx], thr[idx]
-    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "thresholds": thr.tolist()}
+    idx = _thin(len(fpr))
+    thr = np.clip(np.nan_to_num(thr[idx], posinf=1.0, neginf=0.0), 0.0, 1.0)
+    return {"fpr": fpr[idx].tolist(), "tpr": tpr[idx].tolist(), "thresholds": thr.tolist()}
+
+
+def pr_points(y_true: np.ndarray, y_score: np.ndarray) -> dict:
+    """Precision/recall curve of the positive class, at most 200 points, thresholds in
+    [0, 1], plus ``average_precision`` (sklearn ``average_precision_score``).
+
+    scikit-learn's last point (precision 1, recall 0) has no threshold; it is given 1.0.
+    """
+    from sklearn import metrics as skm
+
+    prec, rec, thr = skm.precision_recall_curve(y_true, y_score, drop_intermediate=True)
+    thr = np.clip(np.append(thr, 1.0), 0.0, 1.0)
+    idx = _thin(len(prec))
+    return {"precision": prec[idx].tolist(), "recall": rec[idx].tolist(),
+            "thresholds": thr[idx].tolist(),
+            "average_precision": float(skm.average_precision_score(y_true, y_score))}
 
 
 def markdown_report(m: dict, threshold: float) -> str:

@@ -1,9 +1,12 @@
-"""Dataset artifacts: (features, label) examples in tf.data's own on-disk format.
+"""Dataset artifacts: (features, label) examples as two numpy ``.npy`` arrays.
 
-Writers use ``tf.data.Dataset.save`` (the snapshot format: sharded, element spec
-recorded, read back by ``tf.data.Dataset.load`` without a parsing step), plus a
-``dataset.json`` sidecar with the row count, shapes and dtypes so non-TensorFlow
-tools (and the KFP UI, through artifact metadata) can describe it.
+Writers put ``data/features.npy`` (``[N, ...]``) and ``data/labels.npy`` (int32 ``[N]``)
+in the artifact directory (numpy's own format: header with dtype and shape, then the raw
+array; read back without parsing, no TensorFlow needed to write or read), plus
+a ``dataset.json`` sidecar with the row count, shapes and dtypes so other tools (and the
+KFP UI, through artifact metadata) can describe it. :func:`load` wraps the arrays in a
+``tf.data.Dataset`` for the trainers. Directories written by earlier versions in
+``tf.data.Dataset.save`` format (sidecar ``format``) are still read, through TensorFlow.
 
 Element layout: a tuple ``(features, label)``; for text, ``features`` is int32
 ``[maxlen]`` token ids and ``label`` int32 scalar; for images, ``features`` is uint8
@@ -22,7 +25,9 @@ from kfp_gpu import storage
 
 SIDECAR = "dataset.json"
 DATA_SUBDIR = "data"
-FORMAT = "tf.data.Dataset.save"
+FORMAT = "npy"
+TF_SNAPSHOT = "tf.data.Dataset.save"
+FEATURES, LABELS = "features.npy", "labels.npy"
 
 
 def save(features: np.ndarray, labels: np.ndarray, path: str | os.PathLike,
@@ -41,8 +46,7 @@ def save(features: np.ndarray, labels: np.ndarray, path: str | os.PathLike,
     Raises:
         ValueError: if ``features`` and ``labels`` have different lengths.
     """
-    import tensorflow as tf
-
+    features = np.asarray(features)
     labels = np.asarray(labels).astype(np.int32)
     if len(features) != len(labels):
         raise ValueError(f"features has {len(features)} rows but labels has {len(labels)}")
@@ -55,8 +59,10 @@ def save(features: np.ndarray, labels: np.ndarray, path: str | os.PathLike,
         **(extra or {}),
     }
     with storage.atomic_dir(path) as tmp:
-        ds = tf.data.Dataset.from_tensor_slices((features, labels))
-        ds.save(str(Path(tmp) / DATA_SUBDIR))
+        data = Path(tmp) / DATA_SUBDIR
+        data.mkdir()
+        np.save(data / FEATURES, np.ascontiguousarray(features), allow_pickle=False)
+        np.save(data / LABELS, labels, allow_pickle=False)
         (Path(tmp) / SIDECAR).write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return meta
 
@@ -77,13 +83,25 @@ def load(path: str | os.PathLike):
     """A ``tf.data.Dataset`` of unbatched ``(features, label)`` examples from ``path``."""
     import tensorflow as tf
 
-    read_meta(path)
-    return tf.data.Dataset.load(str(Path(path) / DATA_SUBDIR))
+    if read_meta(path).get("format") == TF_SNAPSHOT:
+        return tf.data.Dataset.load(str(Path(path) / DATA_SUBDIR))
+    return tf.data.Dataset.from_tensor_slices(load_arrays(path))
 
 
 def load_arrays(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
-    """All examples of ``path`` as numpy ``(features [N, ...], labels int32 [N])``."""
+    """All examples of ``path`` as numpy ``(features [N, ...], labels int32 [N])``.
+
+    No TensorFlow for this format; TensorFlow for
+    directories in the older ``tf.data.Dataset.save`` format.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a Dataset written by :func:`save`.
+    """
     meta = read_meta(path)
+    if meta.get("format") != TF_SNAPSHOT:
+        data = Path(path) / DATA_SUBDIR
+        return (np.load(data / FEATURES, allow_pickle=False),
+                np.load(data / LABELS, allow_pickle=False).astype(np.int32, copy=False))
     ds = load(path).batch(max(1, min(meta["rows"], 65536)))
     xs, ys = [], []
     for x, y in ds.as_numpy_iterator():

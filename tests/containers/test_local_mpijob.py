@@ -23,11 +23,9 @@ from typing import Self
 
 import pytest
 
-from kfp_gpu.mpi import mpijob, network, ssh, volumes
-from kfp_gpu.mpi.options import MPIJobOptions
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
-from kfp_gpu.mpi import local_runner
-from tests.conftest import data_dir
+from kfp_gpu.mpi import local_runner, mpijob, network, ssh, volumes
+from kfp_gpu.mpi.options import MPIJobOptions
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 
@@ -219,8 +217,8 @@ def test_launcher_failures_up_to_the_backoff_limit(docker_engine, horovod_image)
 
 
 def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, horovod_image,
-                                                              tmp_path):
-    data = data_dir() / "fashion-mnist"
+                                                              shared_data, tmp_path):
+    data = shared_data / "fashion-mnist"
     if not data.is_dir():
         pytest.fail(f"{data} not found: set KFP_GPU_DATA_DIR")
     work = tmp_path / "work"

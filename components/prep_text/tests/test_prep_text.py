@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kfp_gpu.components.prep_text import prep
+from kfp_gpu.components.prep_text import prep, tokens
 from kfp_gpu.training import datasets
 
 POS = ["a wonderful moving film", "great acting and a great story", "i loved it <br />truly"]
@@ -73,7 +73,7 @@ def test_pre_padding_keeps_last_tokens_and_vocab_fit_on_train_only(tmp_path):
 
 
 def test_html_breaks_removed():
-    assert prep.clean(np.array(["a<br />b<BR>c"], dtype=object))[0] == "a b c"
+    assert tokens.clean(np.array(["a<br />b<BR>c"], dtype=object)).to_pylist() == ["a b c"]
 
 
 def test_real_imdb_subset(imdb_small):

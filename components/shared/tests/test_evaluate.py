@@ -29,15 +29,32 @@ def test_binary_metrics_by_hand():
     assert m["classes"] == ["neg", "pos"] and m["rows"] == 6
 
 
-def test_roc_curve_is_finite_and_monotone():
+def test_roc_curve_thresholds_in_unit_interval_and_monotone():
     roc = ev.compute_metrics(Y, S)["roc"]
-    assert roc["fpr"][0] == 0.0 and roc["tpr"][-1] == 1.0
-    assert all(math.isfinite(v) for v in roc["thresholds"])
-    assert roc["thresholds"][0] > max(S)  # sklearn's +inf, made finite
+    assert roc["fpr"][0] == 0.0 and roc["tpr"][0] == 0.0 and roc["tpr"][-1] == 1.0
+    assert roc["thresholds"][0] == 1.0  # sklearn's +inf (nothing predicted positive)
+    assert all(0.0 <= v <= 1.0 for v in roc["thresholds"])
     assert np.all(np.diff(roc["fpr"]) >= 0) and np.all(np.diff(roc["tpr"]) >= 0)
     rng = np.random.default_rng(0)
-    big = ev.roc_points(rng.integers(0, 2, 5000), rng.random(5000))
-    assert len(big["fpr"]) <= ev.MAX_ROC_POINTS
+    y, s = rng.integers(0, 2, 20000), rng.random(20000)
+    big = ev.roc_points(y, s)
+    assert 150 <= len(big["fpr"]) <= ev.MAX_CURVE_POINTS == 200
+    assert (big["fpr"][0], big["tpr"][0]) == (0.0, 0.0)
+    assert (big["fpr"][-1], big["tpr"][-1]) == (1.0, 1.0)
+    assert all(0.0 <= v <= 1.0 for v in big["thresholds"])
+    assert np.all(np.diff(big["thresholds"]) <= 0)
+
+
+def test_precision_recall_points():
+    pr = ev.pr_points(Y, S)
+    # at threshold 0.6: predictions rows 0, 2, 4 -> precision 2/3, recall 2/3
+    i = pr["thresholds"].index(0.6)
+    assert pr["precision"][i] == pytest.approx(2 / 3) and pr["recall"][i] == pytest.approx(2 / 3)
+    assert pr["recall"][-1] == 0.0 and pr["precision"][-1] == 1.0 and pr["thresholds"][-1] == 1.0
+    rng = np.random.default_rng(1)
+    big = ev.pr_points(rng.integers(0, 2, 20000), rng.random(20000))
+    assert len(big["precision"]) <= 200 and all(0 <= t <= 1 for t in big["thresholds"])
+    assert 0.4 < big["average_precision"] < 0.6
 
 
 def test_multiclass_metrics_by_hand():
