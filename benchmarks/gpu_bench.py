@@ -16,12 +16,12 @@ Commands::
    batch 32, maxlen 80, 25k/25k, 2 epochs, for the cuDNN-eligible configuration and the
    seed article's (dropout 0.2 + recurrent_dropout 0.2, generic kernel); s/epoch, test
    accuracy, and the LSTM ops torch.profiler saw (``aten::_cudnn_rnn`` = cuDNN).
-2. ``share``: K processes at once, each capped at 1/K by kfp_gpu.device.plan (the project's
+2. ``share``: K processes at once, each capped at 1/K by kfp_gpu.gpu.memory_cap.plan (the project's
    share -> MiB arithmetic, ``KFP_GPU_RESERVE_MIB`` headroom) mapped to
    ``torch.cuda.set_per_process_memory_fraction``, each training one IMDB epoch behind a
    start barrier; OOMs, peak memory per process (allocator + CUDA context from nvidia-smi)
    against the share, aggregate samples/s against one uncapped process.
-3. ``resnet``: kfp_gpu.resnet_models.build("resnet50") under the torch backend, float32 and
+3. ``resnet``: kfp_gpu.training.resnet_models.build("resnet50") under the torch backend, float32 and
    mixed_bfloat16, against torchvision ResNet-50 (channels_last, bf16 autocast, optionally
    torch.compile); synthetic 224x224 batches resident on the GPU; img/s per GPU.
 """
@@ -62,24 +62,24 @@ def save(out: Path, name: str, obj) -> None:
 
 
 def prep(csv: str, dest: Path) -> None:
-    """Host side: the prep_text component's own read/split/clean/vectorise (needs TensorFlow),
-    saved as int32 ``[N, 80]`` arrays (last 80 tokens, zeros in front, vocabulary 20000
-    fitted on train), so the GPU machine needs neither TensorFlow nor the CSV."""
+    """Host side: the prep_text component's own run (read, split, tokenise, pad), saved as
+    int32 ``[N, 80]`` arrays (last 80 tokens, zeros in front, vocabulary 20000 fitted on
+    train), so the GPU machine needs neither TensorFlow nor the CSV."""
     import numpy as np
 
     from kfp_gpu.components.prep_text import prep as p
+    from kfp_gpu.training import datasets
 
-    tr, te = p.to_splits(p.read_table(csv), text_column="review", label_column="sentiment",
-                         positive_label="positive", negative_label="negative",
-                         split_column="split", test_fraction=0.5, seed=42)
-    tr, te = p.Split(p.clean(tr.texts), tr.labels), p.Split(p.clean(te.texts), te.labels)
-    tv = p.fit_vectorizer(tr.texts, NUM_WORDS)
-    (xtr, _), (xte, _) = p.vectorize(tv, tr.texts, MAXLEN), p.vectorize(tv, te.texts, MAXLEN)
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = p.run(source=csv, train_path=f"{tmp}/train", test_path=f"{tmp}/test",
+                      vocabulary_path=f"{tmp}/vocab", num_words=NUM_WORDS, maxlen=MAXLEN)
+        xtr, ytr = datasets.load_arrays(f"{tmp}/train")
+        xte, yte = datasets.load_arrays(f"{tmp}/test")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(dest, x_train=xtr, y_train=tr.labels, x_test=xte, y_test=te.labels,
-                        vocabulary_size=len(tv.get_vocabulary()))
+    np.savez_compressed(dest, x_train=xtr, y_train=ytr, x_test=xte, y_test=yte,
+                        vocabulary_size=stats["vocabulary_size"])
     print(f"wrote {dest}: train {xtr.shape}, test {xte.shape}, "
-          f"vocabulary {len(tv.get_vocabulary())}, {dest.stat().st_size / 2**20:.1f} MiB")
+          f"vocabulary {stats['vocabulary_size']}, {dest.stat().st_size / 2**20:.1f} MiB")
 
 
 def load_imdb(path: Path, rows: int = 0):
@@ -263,7 +263,8 @@ def share_worker(args) -> None:
     """One of K processes: cap at 1/K, warm up, barrier, one timed epoch, a JSON line."""
     import torch
 
-    from kfp_gpu import device, gpu
+    from kfp_gpu import gpu
+    from kfp_gpu.gpu import memory_cap as device
 
     k = args.k
     env = {**gpu.parse(f"fraction:{1 / k!r}" if k > 1 else "gpu:1").env(),
@@ -371,7 +372,7 @@ def keras_resnet(policy: str, batch: int, quick: bool, fmt: str = "channels_last
     import keras
     import torch
 
-    from kfp_gpu import resnet_models
+    from kfp_gpu.training import resnet_models
 
     keras.mixed_precision.set_global_policy(policy)
     keras.config.set_image_data_format(fmt)
