@@ -86,8 +86,10 @@ def _epoch_timer():
 
         def on_train_batch_end(self, batch, logs=None):
             if (batch + 1) % self.log_every == 0:
-                log.info("epoch %d step %d/%d loss %.4f", self._epoch + 1, batch + 1,
-                         self.steps_per_epoch, (logs or {}).get("loss", float("nan")))
+                done = batch + 1
+                eta = (time.perf_counter() - self._t0) / done * (self.steps_per_epoch - done)
+                log.info("epoch %d step %d/%d loss %.4f, ETA %.0f s", self._epoch + 1, done,
+                         self.steps_per_epoch, (logs or {}).get("loss", float("nan")), eta)
 
         def on_epoch_end(self, epoch, logs=None):
             sec = time.perf_counter() - self._t0
@@ -162,7 +164,9 @@ def train(cfg: TrainConfig, *, train_path: str, model_dir: str, checkpoint_dir: 
              not violations, kernel, onednn_enabled(), backup_dir)
     try:
         with cpu_lstm.cpu_fused_lstm(fused_wanted) as fused:
-            model.fit(ds, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
+            # shuffle=False: the tf.data pipeline shuffles (Keras ignores it for a Dataset
+            # and warns).
+            model.fit(ds, epochs=cfg.epochs, callbacks=callbacks, verbose=0, shuffle=False)
         with storage.atomic_dir(model_dir) as tmp:
             model.save(os.path.join(tmp, MODEL_FILE))
     finally:

@@ -97,6 +97,9 @@ def run_cmd(
         "--pipeline-root", help="Where kfp.local writes the artifacts.")] = "local_outputs",
     summary_json: Annotated[Path | None, typer.Option(
         "--summary-json", help="Also write the summary as JSON.")] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Show every line of every task (always kept in the run's "
+        "log folder).")] = False,
 ) -> None:
     """Run a pipeline. Only --local is supported here; use `kfp-gpu submit` for a cluster."""
     if not local:
@@ -104,11 +107,12 @@ def run_cmd(
               "`kfp-gpu submit PIPELINE --host URL`")
     from kfp_gpu.cluster import local_run, params
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(message)s")
     try:
         raw = params.split_pairs(param or [])
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
-                                data_dir=data_dir)
+                                data_dir=data_dir, verbose=verbose)
     except (ValueError, FileNotFoundError) as e:
         _fail(str(e))
     except RuntimeError as e:
@@ -122,7 +126,11 @@ def _print_summary(s: dict) -> None:
     out = s["outputs"]
     typer.secho(f"\n{s['pipeline']}: finished in {s['seconds']} s", bold=True)
     typer.echo(f"artifacts under {s['pipeline_root']}")
+    if s.get("log_dir"):
+        typer.echo(f"task logs: {s['log_dir']}")
     for key, value in out.items():
+        if key == "report":
+            continue  # shown last, as the file to open
         if isinstance(value, dict) and "uri" in value:
             typer.echo(f"  {key}: {value['uri']}")
         else:
@@ -136,6 +144,9 @@ def _print_summary(s: dict) -> None:
         typer.echo(f"training: {tr['samples_per_sec']:.0f} samples/sec, "
                    f"{tr.get('seconds_per_epoch', 0):.1f} s/epoch, "
                    f"{tr.get('ms_per_step', 0):.1f} ms/step")
+    report = out.get("report")
+    if isinstance(report, dict) and report.get("uri"):
+        typer.echo(f"report: open {report['uri']}")
 
 
 # Commands from their own modules: each imports its library when it runs.

@@ -8,8 +8,11 @@ from pathlib import Path
 
 from kfp_gpu.build import registry
 from kfp_gpu.cluster import params as params_mod
+from kfp_gpu.cluster import run_log
 
 DATA_DIR_ENV = "KFP_GPU_DATA_DIR"
+
+
 def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
     """Parameters pointing a pipeline at the real data in ``data_dir`` (or $KFP_GPU_DATA_DIR)."""
     data_dir = data_dir or os.environ.get(DATA_DIR_ENV)
@@ -23,12 +26,17 @@ def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
 
 
 def run(name: str, params: dict[str, str], *, gpu: str | None = None,
-        pipeline_root: str = "local_outputs", data_dir: str | None = None) -> dict:
+        pipeline_root: str = "local_outputs", data_dir: str | None = None,
+        verbose: bool = False) -> dict:
     """Run pipeline ``name`` under kfp.local; returns a summary of its outputs.
 
+    The terminal shows one line per task start/end and the components' progress lines;
+    every line of every task is kept in ``<pipeline_root>/logs/<name>-<UTC time>/<task>.log``
+    (:mod:`kfp_gpu.cluster.run_log`). ``verbose`` shows every line on the terminal too.
+
     Returns:
-        ``{"pipeline", "seconds", "pipeline_root", "outputs": {name: value | {"uri",
-        "metadata"}}}``.
+        ``{"pipeline", "seconds", "pipeline_root", "log_dir", "tasks": {task: [status,
+        seconds]}, "outputs": {name: value | {"uri", "metadata"}}}``.
 
     Raises:
         ValueError: unknown pipeline or parameter; RuntimeError: a task failed.
@@ -44,8 +52,13 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     root = str(Path(pipeline_root).resolve())
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root,
                raise_on_error=True)
+    log_dir = Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     t0 = time.perf_counter()
-    task = pipeline(**kwargs)
+    try:
+        with run_log.captured(log_dir, verbose=verbose) as stream:
+            task = pipeline(**kwargs)
+    except RuntimeError as e:
+        raise RuntimeError(f"{e} (task logs: {log_dir})") from e
     seconds = time.perf_counter() - t0
     outputs = {}
     for key, value in (task.outputs or {}).items():
@@ -54,4 +67,5 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
         else:
             outputs[key] = value
     return {"pipeline": name, "seconds": round(seconds, 1), "pipeline_root": root,
-            "parameters": kwargs, "outputs": outputs}
+            "log_dir": str(log_dir), "parameters": kwargs, "outputs": outputs,
+            "tasks": {t: [status, round(sec, 1)] for t, (status, sec) in stream.results.items()}}

@@ -1,0 +1,153 @@
+"""The terminal view of a local pipeline run: short by default, every line kept in files.
+
+kfp.local (kfp/local/subprocess_task_handler.py ``run_local_subprocess``) prints each task
+process's combined stdout/stderr line by line with ``print``, and its logger
+(kfp/local/logging_utils.py ``local_logger_context``) writes "Executing task 'x'",
+"Task 'x' finished with status SUCCESS", the executor input/output and every output
+artifact to ``sys.stdout``. :class:`TaskLogStream` stands in for ``sys.stdout`` and
+``sys.stderr`` while a pipeline runs: it writes every line to ``<log_dir>/<task>.log``
+(the task taken from kfp.local's "Executing task" marker; lines outside a task go to
+``pipeline.log``) and passes to the terminal only
+
+- one line when a task starts and one when it ends, with its wall time and status;
+- progress lines the components log for people (``epoch N step i/n ... ETA``,
+  ``epoch N done in ...``, ``prep: ... reviews/s``), prefixed with the task name;
+- on a failed task, the last :data:`FAIL_TAIL` lines of its log.
+
+With ``verbose=True`` every line reaches the terminal too (``kfp-gpu run -v``).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+#: ANSI colour sequences kfp.local puts around task and pipeline names.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TASK_START = re.compile(r"Executing task '([^']+)'")
+TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
+#: Lines of a task shown by default: the progress lines our components log.
+PROGRESS = re.compile(r"(epoch \d+ (step \d+/\d+|done in)|read \d+ rows|"
+                      r"Traceback|Error: )")
+#: Lines of a failed task's log shown on the terminal.
+FAIL_TAIL = 30
+
+
+class TaskLogStream(io.TextIOBase):
+    """A text stream that files every line per task and shows a short view.
+
+    Args:
+        log_dir: folder for ``<task>.log`` and ``pipeline.log`` (created).
+        terminal: where the short view goes (the real ``sys.stdout``).
+        verbose: pass every line to ``terminal`` as well.
+    """
+
+    def __init__(self, log_dir: Path, terminal: TextIO, *, verbose: bool = False):
+        super().__init__()
+        self.log_dir, self.terminal, self.verbose = Path(log_dir), terminal, verbose
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._buf = ""
+        self._task: str | None = None
+        self._started: dict[str, float] = {}
+        self._files: dict[str, TextIO] = {}
+        self.results: dict[str, tuple[str, float]] = {}
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        while "\n" in self._buf:
+            line, self._buf = self._buf.split("\n", 1)
+            self._line(line)
+        return len(text)
+
+    def flush(self) -> None:
+        for f in self._files.values():
+            f.flush()
+        self.terminal.flush()
+
+    def close(self) -> None:
+        if self._buf:
+            self._line(self._buf)
+            self._buf = ""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def log_path(self, task: str | None) -> Path:
+        """``<log_dir>/<task>.log``, or ``pipeline.log`` for lines outside a task."""
+        return self.log_dir / f"{task or 'pipeline'}.log"
+
+    def _file(self, task: str | None) -> TextIO:
+        key = task or "pipeline"
+        if key not in self._files:
+            self._files[key] = open(self.log_path(task), "a", encoding="utf-8")  # noqa: SIM115
+        return self._files[key]
+
+    def _show(self, text: str) -> None:
+        self.terminal.write(text + "\n")
+        self.terminal.flush()
+
+    def _line(self, raw: str) -> None:
+        line = ANSI.sub("", raw)
+        start, end = TASK_START.search(line), TASK_END.search(line)
+        if start:
+            self._task = start.group(1)
+            self._started[self._task] = time.perf_counter()
+            if not self.verbose:
+                self._show(f"[{self._task}] started")
+        self._file(self._task).write(line + "\n")
+        if self.verbose:
+            self._show(raw)
+        elif end:
+            self._task_end(end.group(1), end.group(2))
+        elif self._task and PROGRESS.search(line):
+            self._show(f"[{self._task}]   {_strip_level(line)}")
+        if end:
+            self._task = None
+
+    def _task_end(self, task: str, status: str) -> None:
+        seconds = time.perf_counter() - self._started.get(task, time.perf_counter())
+        self.results[task] = (status, seconds)
+        self._file(task).flush()
+        self._show(f"[{task}] {status.lower()} in {seconds:.1f} s")
+        if status != "SUCCESS":
+            lines = self.log_path(task).read_text(encoding="utf-8").splitlines()
+            for tail in lines[-FAIL_TAIL:]:
+                self._show(f"[{task}] | {tail}")
+            self._show(f"[{task}] full log: {self.log_path(task)}")
+
+
+def _strip_level(line: str) -> str:
+    """``[KFP Executor <time> INFO]: message`` or ``INFO kfp_gpu.x: message`` -> ``message``."""
+    line = re.sub(r"^\s*\[KFP Executor [^\]]*\]:\s*", "", line)
+    return re.sub(r"^\s*(DEBUG|INFO|WARNING|ERROR) [\w.]+: ", "", line)
+
+
+class captured:
+    """Route ``sys.stdout``/``sys.stderr`` through a :class:`TaskLogStream` in a ``with``.
+
+    Example::
+
+        with run_log.captured(Path("local_outputs/logs/run-1")) as stream:
+            pipeline(**kwargs)
+        stream.results  # {"prep-text": ("SUCCESS", 4.2), ...}
+    """
+
+    def __init__(self, log_dir: Path, *, verbose: bool = False):
+        self.log_dir, self.verbose = log_dir, verbose
+
+    def __enter__(self) -> TaskLogStream:
+        self._saved = sys.stdout, sys.stderr
+        self.stream = TaskLogStream(self.log_dir, sys.stdout, verbose=self.verbose)
+        sys.stdout = sys.stderr = self.stream
+        return self.stream
+
+    def __exit__(self, *exc) -> None:
+        sys.stdout, sys.stderr = self._saved
+        self.stream.close()

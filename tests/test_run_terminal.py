@@ -1,0 +1,106 @@
+"""The terminal view of `kfp-gpu run --local`: short by default, every line kept per task.
+
+Issue 12 item 4: one line per task start/end with its time, progress lines, the summary;
+no executor JSON or TensorFlow C++ lines on the terminal; each task's full log in a file.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kfp_gpu.cluster import run_log
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What kfp.local prints (kfp/local/logging_utils.py colours the task names).
+LINES = [
+    "08:23:07.168 - INFO - Executing task \x1b[96m'prep-text'\x1b[0m",
+    "    [KFP Executor 2026-11-23 08:23:09,130 INFO]: Got executor_input:",
+    '    {"inputs": {"parameterValues": {"maxlen": 80}}}',
+    "    [KFP Executor 2026-11-23 08:23:09,130 INFO]: read 50000 rows from /data/imdb.csv.gz",
+    "2026-11-23 08:23:09.5: I tensorflow/core/util/port.cc:153] oneDNN custom operations are on",
+    ("08:23:10.000 - INFO - Task \x1b[96m'prep-text'\x1b[0m finished with status "
+    "\x1b[92mSUCCESS\x1b[0m"),
+    "08:23:10.100 - INFO - Executing task 'train'",
+    ("    INFO kfp_gpu.components.train_text_classifier.train: epoch 1 step 200/782 loss "
+    "0.5, ETA 40 s"),
+    "    some noise",
+    "    Traceback (most recent call last):",
+    "    ValueError: boom",
+    "08:23:20.000 - INFO - Task 'train' finished with status FAILURE",
+]
+
+
+def feed(stream: run_log.TaskLogStream, lines: list[str]) -> None:
+    for line in lines:
+        stream.write(line + "\n")
+    stream.close()
+
+
+def test_short_view_and_per_task_files(tmp_path):
+    term = io.StringIO()
+    s = run_log.TaskLogStream(tmp_path, term)
+    feed(s, LINES)
+    shown = term.getvalue().splitlines()
+    assert shown[0] == "[prep-text] started"
+    assert "[prep-text]   read 50000 rows from /data/imdb.csv.gz" in shown
+    assert any(line.startswith("[prep-text] success in ") for line in shown)
+    assert "[train]   epoch 1 step 200/782 loss 0.5, ETA 40 s" in shown
+    assert not any("executor_input" in x or "parameterValues" in x or "oneDNN" in x
+                   for x in shown[:4])
+    # A failed task shows its log's tail and where the whole log is.
+    assert any(line.startswith("[train] failure in ") for line in shown)
+    assert "[train] |     ValueError: boom" in shown
+    assert shown[-1] == f"[train] full log: {tmp_path / 'train.log'}"
+    assert s.results["prep-text"][0] == "SUCCESS" and s.results["train"][0] == "FAILURE"
+    prep_log = (tmp_path / "prep-text.log").read_text()
+    assert "Got executor_input" in prep_log and "oneDNN" in prep_log
+    assert "\x1b[" not in prep_log
+    assert "some noise" in (tmp_path / "train.log").read_text()
+
+
+def test_verbose_shows_everything(tmp_path):
+    term = io.StringIO()
+    feed(run_log.TaskLogStream(tmp_path, term, verbose=True), LINES)
+    assert term.getvalue().splitlines() == LINES
+    assert "parameterValues" in (tmp_path / "prep-text.log").read_text()
+
+
+def test_captured_restores_the_streams(tmp_path):
+    out, err = sys.stdout, sys.stderr
+    with run_log.captured(tmp_path) as s:
+        print("08:00:00.000 - INFO - Executing task 'a'")
+        print("hidden line")
+    assert sys.stdout is out and sys.stderr is err
+    assert "hidden line" in (tmp_path / "a.log").read_text()
+    assert s.results == {}
+
+
+@pytest.mark.slow
+def test_make_run_output_fits_one_screen(tmp_path, shared_data):
+    """The real CLI on 1,000 reviews per split, 1 epoch: a screenful, task logs kept."""
+    env = {**os.environ, "KFP_GPU_DATA_DIR": str(shared_data)}
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("kfp-gpu")), "run", "imdb-lstm", "--local",
+         "-p", "epochs=1", "-p", "max_rows_per_split=1000"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = (proc.stdout + proc.stderr).splitlines()
+    assert len(lines) <= 40, "\n".join(lines)
+    for task in ("prep-text", "train-text-classifier", "evaluate-classifier"):
+        assert f"[{task}] started" in lines
+        assert any(x.startswith(f"[{task}] success in ") for x in lines)
+    text = "\n".join(lines)
+    assert "executor_input" not in text and "tensorflow/core" not in text
+    assert "shuffle=True" not in text
+    assert any(x.startswith("test accuracy: ") for x in lines)
+    log_dir = Path(next(x for x in lines if x.startswith("task logs: ")).split(": ", 1)[1])
+    assert "Got executor_input" in (log_dir / "train-text-classifier.log").read_text()
+    report = next(x for x in lines if x.startswith("report: open ")).split("open ", 1)[1]
+    assert Path(report).stat().st_size > 0
