@@ -426,3 +426,26 @@ def test_ssh_clash_follows_the_configured_mount_path():
     assert mpijob.build(opts)  # /root/.ssh now: /home/mpiuser is free
     with pytest.raises(ValueError, match="/root/.ssh"):
         mpijob.build(opts.replace(volumes=(volumes.PvcMount("ws", "/root"),)))
+
+
+def _annotations(template: dict) -> dict:
+    return template.get("metadata", {}).get("annotations", {})
+
+
+def test_istio_sidecar_off_on_launcher_and_workers_by_default():
+    """Issue 11 item 9: Kubeflow profile namespaces inject Istio; the Launcher must complete."""
+    specs = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]
+    for role in ("Launcher", "Worker"):
+        assert _annotations(specs[role]["template"])["sidecar.istio.io/inject"] == "false"
+    opted_in = mpijob.build(golden_options().replace(istio_sidecar=True))["spec"]
+    for role in ("Launcher", "Worker"):
+        assert "sidecar.istio.io/inject" not in _annotations(
+            opted_in["mpiReplicaSpecs"][role]["template"])
+
+
+def test_multus_network_on_workers_only():
+    """Issue 11 item 13: only the Workers' NCCL traffic uses the RDMA network."""
+    specs = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]
+    assert _annotations(specs["Worker"]["template"])[
+        "k8s.v1.cni.cncf.io/networks"] == "ml/rdma-net@net1"
+    assert "k8s.v1.cni.cncf.io/networks" not in _annotations(specs["Launcher"]["template"])

@@ -4,16 +4,11 @@ Pure helpers (:func:`execution_mode`, :func:`gpu_from_resources`, :func:`worker_
 :func:`trainer_args`, :func:`job_options`; the mpirun line: :mod:`kfp_gpu.mpi.mpirun`)
 are separate from the two runners with I/O, :func:`run_local` and :func:`run_cluster`.
 
-KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with the component's
-``task_config_passthroughs``, the resources, tolerations, node selector and environment
-set on the task are NOT applied to the task's own pod (the launcher) but handed to the
-component as a ``dsl.TaskConfig`` (Kubernetes JSON: ``resources`` =
-``{"limits": {...}, "requests": {...}}``, ``tolerations`` = list of Toleration,
-``node_selector`` = dict, ``env`` = list of EnvVar, ``volumes`` / ``volume_mounts`` =
-lists of Volume / VolumeMount). :func:`worker_settings` turns them into the MPIJob Worker
-settings. Volumes are passed through with ``apply_to_task=True``: a PVC set on the task with
-``kfp.kubernetes.mount_pvc`` is mounted on the task's own pod (which stages the data and
-fetches the model) AND, at the same path, on the Workers (:func:`pvc_mounts`).
+KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with ``task_config_passthroughs``
+the task's resources, tolerations, node selector, env and volumes (Kubernetes JSON) are
+not applied to the task's own pod but handed to the component; :func:`worker_settings`
+turns them into the Worker settings. Volumes pass with ``apply_to_task=True``: a PVC from
+``kfp.kubernetes.mount_pvc`` is on the task's pod AND on the Workers (:func:`pvc_mounts`).
 """
 
 from __future__ import annotations
@@ -174,6 +169,13 @@ def resolve_work_dir(work_dir: str, model_uri: str, mounts: Sequence, default_na
     return norm
 
 
+def cpu_worker_settings() -> dict:
+    """CPU-only Worker settings, keys as :func:`worker_settings` (asked for explicitly)."""
+    return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {}, "worker_cpu": "",
+            "worker_memory": "", "worker_cpu_limit": "", "worker_memory_limit": "",
+            "volumes": ()}
+
+
 def worker_settings(task_config) -> dict:
     """MPIJob Worker settings from a ``dsl.TaskConfig`` (or None): a dict with ``gpu``
     (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
@@ -181,11 +183,14 @@ def worker_settings(task_config) -> dict:
     limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
     ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of
     :class:`kfp_gpu.mpi.volumes.PvcMount`, :func:`pvc_mounts`).
+
+    Raises:
+        ValueError: ``task_config`` is None (a KFP backend too old to pass it).
     """
     if task_config is None:
-        return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {},
-                "worker_cpu": "", "worker_memory": "", "worker_cpu_limit": "",
-                "worker_memory_limit": "", "volumes": ()}
+        raise ValueError("no task_config, so the Workers' GPUs and placement are unknown: "
+                         "task_config_passthroughs needs a KFP backend >= 2.15.0 "
+                         "(kubeflow/pipelines PR #12185); for CPU use cpu_worker_settings()")
     res = task_config.resources or {}
     requests, limits = res.get("requests") or {}, res.get("limits") or {}
     return {

@@ -59,7 +59,7 @@ from typing import Any
 
 from kfp_gpu.mpi import crd
 from kfp_gpu.mpi.mpirun import mpirun_command
-from kfp_gpu.mpi.network import MULTUS_ANNOTATION
+from kfp_gpu.mpi.network import ISTIO_INJECT_ANNOTATION, MULTUS_ANNOTATION
 from kfp_gpu.mpi.options import MPIJobOptions
 
 
@@ -143,10 +143,23 @@ def worker_template(opts: MPIJobOptions) -> dict:
     if scheduler:
         spec["schedulerName"] = scheduler
     _pod_identity(opts, spec)
-    annotations = dict(frag["annotations"])
+    annotations = {**_mesh_annotations(opts), **frag["annotations"]}
     if opts.network.multus_networks:
         annotations[MULTUS_ANNOTATION] = opts.network.multus_networks
     return {"metadata": _meta(frag["labels"], annotations), "spec": spec}
+
+
+def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:
+    """``sidecar.istio.io/inject: "false"`` unless ``opts.network.istio_sidecar``.
+
+    Kubeflow profile namespaces are labelled ``istio-injection=enabled``
+    (kubeflow/dashboard components/profile-controller controllers/profile_controller.go),
+    so every pod gets an Envoy sidecar: the Launcher's pod then never completes (the
+    sidecar keeps running after mpirun exits) and the Workers' sshd traffic goes through
+    the mesh. The pod annotation is Istio's documented per-pod opt-out
+    (istio.io "Installing the Sidecar", controlling the injection policy).
+    """
+    return {} if opts.network.istio_sidecar else {ISTIO_INJECT_ANNOTATION: "false"}
 
 
 def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
@@ -175,9 +188,9 @@ def launcher_template(opts: MPIJobOptions) -> dict:
     }
     spec: dict[str, Any] = {"containers": [container]}
     _pod_identity(opts, spec)
-    networks = opts.network.multus_networks
-    annotations = {MULTUS_ANNOTATION: networks} if networks else {}
-    return {"metadata": _meta({}, annotations), "spec": spec}
+    # No Multus network here: only the Workers' NCCL traffic uses the RDMA network; the
+    # Launcher reaches the Workers' sshd over the pod network (their headless Service).
+    return {"metadata": _meta({}, _mesh_annotations(opts)), "spec": spec}
 
 
 def _meta(labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict:

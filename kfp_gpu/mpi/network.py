@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from kfp_gpu.mpi.checks import choice, positive_int
 
 MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+#: Istio's per-pod sidecar injection switch (istio.io, "Installing the Sidecar").
+ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject"
 RDMA_SHARED_DEVICE_A = "rdma/rdma_shared_device_a"
 RDMA_HCA_SHARED_DEVICES_A = "rdma/hca_shared_devices_a"
 KNOWN_RDMA_RESOURCES = (RDMA_SHARED_DEVICE_A, RDMA_HCA_SHARED_DEVICES_A)
@@ -45,6 +47,8 @@ class Network:
         nccl_net_gdr_level: ``NCCL_NET_GDR_LEVEL`` (one of :data:`NCCL_GDR_LEVELS`).
         nccl_socket_ifname: ``NCCL_SOCKET_IFNAME`` (e.g. ``"eth0"``, ``"^lo,docker0"``).
         nccl_debug: ``NCCL_DEBUG`` (one of :data:`NCCL_DEBUG_LEVELS`).
+        istio_sidecar: let Istio inject its sidecar into Launcher and Workers (default
+            False: ``sidecar.istio.io/inject: "false"``, see ``mpijob._mesh_annotations``).
     """
 
     rdma: bool = False
@@ -55,6 +59,7 @@ class Network:
     nccl_net_gdr_level: str = ""
     nccl_socket_ifname: str = ""
     nccl_debug: str = "INFO"
+    istio_sidecar: bool = False
 
     def validate(self) -> None:
         """Raises ValueError naming the field and the accepted values."""

@@ -62,7 +62,7 @@ def build(name: str, input_shape: tuple[int, int, int], classes: int, blocks: in
     layers = keras.layers
     inputs = keras.Input(input_shape)
     x = layers.Rescaling(1.0 / 255)(inputs)
-    x = layers.Conv2D(width, 3, padding="same", use_bias=False)(inputs)
+    x = layers.Conv2D(width, 3, padding="same", use_bias=False)(x)
     x = layers.BatchNormalization(momentum=0.9)(x)
     x = layers.ReLU()(x)
     for stage in range(3):

@@ -228,7 +228,7 @@ def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, ho
         "/data/fashion-mnist", "", "/work/run", epochs=1, batch_size=32, steps_per_epoch=6,
         learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
         width=8, mixed_precision=False, xla=False, seed=7)
-    settings = {**tj.worker_settings(None),
+    settings = {**tj.cpu_worker_settings(),
                 "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
                             volumes.PvcMount("work", "/work"))}
     opts = tj.job_options(

@@ -487,3 +487,10 @@ def test_scaling_efficiency_is_skipped_without_a_total():
     assert "scaling_efficiency" not in got and got["world_size"] == 2.0
     got = tj.kfp_scalar_metrics({"world_size": 2, "img_per_sec_total": 8.0}, 5.0)
     assert got["scaling_efficiency"] == pytest.approx(8.0 / 10.0)
+
+
+def test_worker_settings_without_task_config_refuses_a_silent_cpu_fallback():
+    """Issue 11 item 16: no task_config (KFP backend < 2.15) must not mean CPU Workers."""
+    with pytest.raises(ValueError, match="task_config_passthroughs needs a KFP backend >= 2.15"):
+        tj.worker_settings(None)
+    assert tj.cpu_worker_settings()["gpu"] == "none"
