@@ -29,10 +29,11 @@ DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
 
 
 def default_gpu(shards: int) -> str:
-    """``fraction:1/K`` as text, e.g. 4 -> ``fraction:0.25``, 3 -> ``fraction:0.333333``."""
+    """``fraction:1/K`` as text, e.g. 4 -> ``fraction:0.25``, 3 -> ``fraction:0.333333``;
+    one shard is a whole GPU, ``gpu:1`` (KAI refuses gpu-fraction >= 1)."""
     if shards < 1:
         raise ValueError(f"shards must be an integer >= 1, got {shards}")
-    return f"fraction:{1 / shards:g}"
+    return "gpu:1" if shards == 1 else f"fraction:{1 / shards:g}"
 
 
 class EvalOutputs(NamedTuple):

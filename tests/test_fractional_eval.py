@@ -97,11 +97,12 @@ def test_compiles_with_fractional_requests(gpu, shards_k, annotations, resource,
 
 
 def test_invalid_request_fails_at_build():
-    with pytest.raises(ValueError, match="0 < F <= 1"):
+    with pytest.raises(ValueError, match="0 < F < 1"):
         fe.build("fraction:1.5")
     with pytest.raises(ValueError, match=">= 1"):
         fe.build(shards=0)
     assert fe.default_gpu(3) == "fraction:0.333333"
+    assert fe.default_gpu(1) == "gpu:1"  # one shard: a whole GPU, not gpu-fraction 1
 
 
 @pytest.fixture(scope="module")

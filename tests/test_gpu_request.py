@@ -127,12 +127,13 @@ def test_count_parameter_refused_for_fractional_kinds():
 
 
 @pytest.mark.parametrize("bad, needle", [
-    ("fraction:0", "0 < F <= 1"),
-    ("fraction:0.0", "0 < F <= 1"),
-    ("fraction:1.5", "0 < F <= 1"),
-    ("fraction:-0.1", "0 < F <= 1"),
-    ("fraction:nan", "0 < F <= 1"),
-    ("fraction:abc", "0 < F <= 1"),
+    ("fraction:0", "0 < F < 1"),
+    ("fraction:0.0", "0 < F < 1"),
+    ("fraction:1.5", "0 < F < 1"),
+    ("fraction:1", "KAI rejects gpu-fraction >= 1"),
+    ("fraction:-0.1", "0 < F < 1"),
+    ("fraction:nan", "0 < F < 1"),
+    ("fraction:abc", "0 < F < 1"),
     ("gpu:1.5", "fraction:F"),
     ("gpu:-1", "integer >= 0"),
     ("shared:-2", "integer >= 1"),
@@ -149,6 +150,7 @@ def test_count_parameter_refused_for_fractional_kinds():
     ("hami:1,mem=0", ">= 1"),
     ("gpu-memory:0", ">= 1"),
     ("shared:2,replicas=1", "replicas"),
+    ("shared:2,replicas=4", "failRequestsGreaterThanOne"),
     ("shared:1,strategy=magic", "time-slicing"),
     ("tpu:1", "accepted: 'none', 'gpu:N"),
     ("gpu:1,color=red", "options accepted for gpu: product"),
@@ -166,7 +168,7 @@ def test_invalid_request_fails_before_compilation_finishes(tmp_path):
     def ok():
         gpu.parse("gpu:1").apply_to_task(noop())
 
-    with pytest.raises(ValueError, match="0 < F <= 1"):
+    with pytest.raises(ValueError, match="0 < F < 1"):
         @dsl.pipeline(name="bad")
         def bad():
             gpu.parse("fraction:1.5").apply_to_task(noop())
@@ -175,7 +177,7 @@ def test_invalid_request_fails_before_compilation_finishes(tmp_path):
 
 
 def test_direct_construction_is_validated_too():
-    with pytest.raises(ValueError, match="0 < F <= 1"):
+    with pytest.raises(ValueError, match="0 < F < 1"):
         gpu.GpuRequest(kind="fraction", fraction=0.0)
     with pytest.raises(ValueError, match="non-negative integer"):
         gpu.GpuRequest(kind="gpu", count=-1)
@@ -196,7 +198,7 @@ def test_share_and_gpus_per_pod():
     expect = {  # text -> (share, gpus_per_pod, physical_share)
         "gpu:2": (2.0, 2, 2.0), "mig:1g.10gb,model=H100-80GB": (1.0, 1, 0.125),
         "mig:3g.20gb,model=A100-40GB": (1.0, 1, 0.5), "mig:7g.141gb": (1.0, 1, 1.0),
-        "shared:1": (1.0, 1, 1.0), "shared:2,replicas=8": (0.25, 2, 0.25),
+        "shared:1": (1.0, 1, 1.0), "shared:1,replicas=8": (0.125, 1, 0.125),
         "fraction:0.125": (0.125, 1, 0.125), "metagpu:40": (0.4, 1, 0.4),
         "hami:2,mem=4000": (2.0, 2, 2.0), "gpu-memory:4096": (1.0, 1, 1.0),
         "none": (0.0, 0, 0.0),

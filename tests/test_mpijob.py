@@ -29,7 +29,7 @@ REQUESTS = {
     "none": "none",
     "gpu": "gpu:8,product=NVIDIA-H100-80GB-HBM3",
     "mig": "mig:3g.40gb,model=H100-80GB",
-    "shared": "shared:2,replicas=4,strategy=time-slicing",
+    "shared": "shared:1,replicas=4,strategy=time-slicing",
     "fraction": "fraction:0.5,queue=team-a",
     "gpu-memory": "gpu-memory:8192",
     "metagpu": "metagpu:50",

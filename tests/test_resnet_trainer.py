@@ -106,7 +106,7 @@ def test_execution_mode():
 @pytest.mark.parametrize("resources,text", [
     ({"limits": {"nvidia.com/gpu": "8", "cpu": "4"}}, "gpu:8"),
     ({"limits": {"nvidia.com/mig-3g.40gb": 1}}, "mig:3g.40gb"),
-    ({"limits": {"nvidia.com/gpu.shared": 2}}, "shared:2,renamed=true"),
+    ({"limits": {"nvidia.com/gpu.shared": 1}}, "shared:1,renamed=true"),
     ({"requests": {"cnvrg.io/metagpu": "50"}}, "metagpu:50"),
     ({"limits": {"cpu": "2"}}, "none"), (None, "none")])
 def test_gpu_from_resources(resources, text):

@@ -24,7 +24,9 @@ def _queue(opts: dict[str, str]) -> KaiQueue:
 
 
 def _valid_fraction(f) -> bool:
-    return isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f <= 1.0
+    """0 < F < 1: KAI's admission refuses gpu-fraction >= 1 (a whole GPU is ``gpu:1``;
+    NVIDIA/KAI-Scheduler pkg/.../gpu_sharing validation, see /docs/gpu-sharing.md)."""
+    return isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f < 1.0
 
 
 class _Kai(Kind):
@@ -55,14 +57,16 @@ class Fraction(_Kai):
         except ValueError:
             f = float("nan")
         if not _valid_fraction(f):
-            raise ValueError(f"fraction must be a number with 0 < F <= 1, got {value!r}; "
-                             f"for whole GPUs use 'gpu:N'; {ACCEPTED}")
+            raise ValueError(f"fraction must be a number with 0 < F < 1 (KAI rejects "
+                             f"gpu-fraction >= 1), got {value!r}; for whole GPUs use "
+                             f"'gpu:N'; {ACCEPTED}")
         return {"kind": "fraction", "fraction": f, "queue": _queue(opts)}
 
     def validate(self, r):
         if not _valid_fraction(r.fraction):
-            raise ValueError(f"fraction must be a number with 0 < F <= 1, got {r.fraction!r}; "
-                             "for more than one GPU use 'gpu:N'")
+            raise ValueError(f"fraction must be a number with 0 < F < 1 (KAI rejects "
+                             f"gpu-fraction >= 1), got {r.fraction!r}; for whole GPUs use "
+                             "'gpu:N'")
 
     def share(self, r):
         return float(r.fraction)

@@ -50,6 +50,15 @@ class SharedReplicas(Kind):
         if s.replicas and r.count > s.replicas:
             raise ValueError(f"shared: {r.count} replicas asked but the plugin makes only "
                              f"{s.replicas} per GPU; use gpu:N for whole GPUs")
+        if isinstance(r.count, int) and r.count > 1:
+            # manifests/device-plugin/time-slicing.yaml sets failRequestsGreaterThanOne;
+            # MPS always fails such requests (NVIDIA/k8s-device-plugin README, "Shared Access
+            # to GPUs": with failRequestsGreaterThanOne a request for more than one shared
+            # replica fails at admission, since it would not give more GPU access anyway).
+            raise ValueError(f"shared:{r.count}: the device plugin refuses more than one "
+                             "time-slicing/MPS replica per container "
+                             "(failRequestsGreaterThanOne, set in this project's time-slicing "
+                             "config and implied by MPS); use shared:1, or gpu:N for whole GPUs")
         if s.strategy not in ("", *STRATEGIES):
             raise ValueError(f"shared: strategy must be 'time-slicing' or 'mps', "
                              f"got {s.strategy!r}")
