@@ -64,9 +64,9 @@ def test_combine_refuses_gaps_overlaps_and_foreign_shards():
 
 
 @pytest.mark.parametrize("gpu, shards_k, annotations, resource, count", [
-    (None, 4, {"gpu-fraction": "0.25"}, "", ""),
-    (None, 8, {"gpu-fraction": "0.125"}, "", ""),
-    ("gpu-memory:4096", 4, {"gpu-memory": "4096"}, "", ""),
+    (None, 4, {"gpu-fraction": "0.25", "gpu-fraction-container-name": "main"}, "", ""),
+    (None, 8, {"gpu-fraction": "0.125", "gpu-fraction-container-name": "main"}, "", ""),
+    ("gpu-memory:4096", 4, {"gpu-memory": "4096", "gpu-fraction-container-name": "main"}, "", ""),
     ("metagpu:25", 4, {}, "cnvrg.io/metagpu", "25"),
     ("mig:1g.10gb,model=H100-80GB", 7, {}, "nvidia.com/mig-1g.10gb", "1"),
     ("shared:1,replicas=4", 4, {}, "nvidia.com/gpu", "1"),
@@ -88,6 +88,8 @@ def test_compiles_with_fractional_requests(gpu, shards_k, annotations, resource,
     env = {e.name: e.value for e in c.env}
     assert env["KFP_GPU_KIND"] == (gpu or "fraction").split(":")[0]
     cfg = ir.k8s_config(platform, label)
+    # KAI gives the fraction to the named container: KFP's component container is "main"
+    # (Argo's "wait" comes first), issue 11 item 1.
     assert dict(cfg.pod_metadata.annotations) == annotations
     assert [(t.key, t.operator, t.effect) for t in cfg.tolerations] == \
         [("nvidia.com/gpu", "Exists", "NoSchedule")]
