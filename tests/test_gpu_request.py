@@ -321,3 +321,15 @@ def test_count_parameter_refused_for_shared_replicas():
         @dsl.pipeline
         def p(n: int = 1):
             gpu.parse("shared:1,replicas=4").apply_to_task(noop(), count=n)
+
+
+def test_time_slicing_product_selector_uses_gfds_shared_suffix():
+    """Issue 11 item 5: GFD labels shared, not renamed GPUs '<product>-SHARED'."""
+    plain = gpu.parse("shared:1,replicas=4,product=NVIDIA-A100-SXM4-40GB").node_selector()
+    assert plain["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-SHARED"
+    renamed = gpu.parse("shared:1,replicas=4,renamed=true,product=NVIDIA-A100-SXM4-40GB")
+    assert renamed.node_selector()["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    given = gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB-SHARED").node_selector()
+    assert given["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-SHARED"
+    assert gpu.parse("gpu:1,product=NVIDIA-A100-SXM4-40GB").node_selector() == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}

@@ -6,9 +6,16 @@ from dataclasses import dataclass
 
 from kfp_gpu.gpu.kinds.base import Kind, parse_int
 from kfp_gpu.gpu.kinds.whole import product_option, require_count
-from kfp_gpu.gpu.names import GPU_RESOURCE, SHARED_RESOURCE, SHARING_STRATEGY_LABEL
+from kfp_gpu.gpu.names import (
+    GPU_RESOURCE,
+    PRODUCT_LABEL,
+    SHARED_RESOURCE,
+    SHARING_STRATEGY_LABEL,
+)
 
 STRATEGIES = ("time-slicing", "mps")
+#: GFD's product-label suffix for shared GPUs without a renamed resource.
+SHARED_SUFFIX = "-SHARED"
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,13 @@ class SharedReplicas(Kind):
         return r.count
 
     def node_selector(self, r):
-        return {SHARING_STRATEGY_LABEL: r.sharing.strategy} if r.sharing.strategy else {}
+        out = {SHARING_STRATEGY_LABEL: r.sharing.strategy} if r.sharing.strategy else {}
+        if r.product and not r.sharing.renamed and not r.product.endswith(SHARED_SUFFIX):
+            # GFD labels a time-sliced/MPS GPU whose resource is not renamed as
+            # "<product>-SHARED" (NVIDIA/k8s-device-plugin internal/lm/resource.go
+            # getProductName: isShared() && !isRenamed()); the plain name matches no node.
+            out[PRODUCT_LABEL] = r.product + SHARED_SUFFIX
+        return out
 
     def text(self, r):
         s = r.sharing
