@@ -459,3 +459,15 @@ def test_kai_fraction_names_the_worker_container():
     assert ann["gpu-fraction"] == "0.5" and ann["gpu-fraction-container-name"] == "worker"
     containers = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert containers[0]["name"] == "worker"
+
+
+def test_pods_carry_no_api_token_and_chown_only_on_mismatch():
+    """Issue 11 item 19: automountServiceAccountToken false unless a service account is
+    named; fsGroupChangePolicy OnRootMismatch with fsGroup."""
+    specs = mpijob.build(golden_options().replace(service_account="", fs_group=1000))["spec"]
+    for role in ("Launcher", "Worker"):
+        pod = specs["mpiReplicaSpecs"][role]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+    named = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert "automountServiceAccountToken" not in named["spec"]

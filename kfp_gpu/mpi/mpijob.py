@@ -174,9 +174,15 @@ def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:
 
 
 def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
-    """Service account and PodSecurityContext, shared by Launcher and Workers."""
+    """Service account and PodSecurityContext, shared by Launcher and Workers.
+
+    Without a service account the pods get no API token (``automountServiceAccountToken:
+    false``): mpirun reaches the Workers over ssh, and no rank talks to the Kubernetes API.
+    """
     if opts.placement.service_account:
         spec["serviceAccountName"] = opts.placement.service_account
+    else:
+        spec["automountServiceAccountToken"] = False
     security = opts.ssh.pod_security_context()
     if security:
         spec["securityContext"] = security
