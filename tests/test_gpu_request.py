@@ -72,13 +72,15 @@ CASES = {
         "nvidia.com/gpu.shared", "1", {"KFP_GPU_KIND": "shared", "KFP_GPU_SHARE": "0.25"},
         {"nvidia.com/gpu.sharing-strategy": "mps"}, {}, {}),
     "fraction:0.5": ("", "", {"KFP_GPU_KIND": "fraction", "KFP_GPU_SHARE": "0.5"},
-                     {}, {"gpu-fraction": "0.5"}, {}),
+                     {}, {"gpu-fraction": "0.5", "gpu-fraction-container-name": "main"}, {}),
     "fraction:0.25,queue=team-a": (
         "", "", {"KFP_GPU_KIND": "fraction", "KFP_GPU_SHARE": "0.25"}, {},
-        {"gpu-fraction": "0.25"}, {"kai.scheduler/queue": "team-a"}),
+        {"gpu-fraction": "0.25", "gpu-fraction-container-name": "main"},
+        {"kai.scheduler/queue": "team-a"}),
     "gpu-memory:8192,queue=q1,queue-label=runai/queue": (
         "", "", {"KFP_GPU_KIND": "gpu-memory", "KFP_GPU_SHARE": "1",
-                 "KFP_GPU_MEMORY_MIB": "8192"}, {}, {"gpu-memory": "8192"},
+                 "KFP_GPU_MEMORY_MIB": "8192"}, {},
+        {"gpu-memory": "8192", "gpu-fraction-container-name": "main"},
         {"runai/queue": "q1"}),
     "metagpu:25": ("cnvrg.io/metagpu", "25", {"KFP_GPU_KIND": "metagpu", "KFP_GPU_SHARE": "0.25"},
                    {}, {}, {}),
@@ -216,6 +218,10 @@ def test_pod_fragment_hami_full_form_and_fraction():
     f = gpu.parse("fraction:0.5,queue=research").pod_fragment()
     assert f["resources"] == {"limits": {}, "requests": {}}
     assert f["annotations"] == {"gpu-fraction": "0.5"}
+    assert gpu.parse("fraction:0.5").pod_fragment(container="worker")["annotations"] == {
+        "gpu-fraction": "0.5", "gpu-fraction-container-name": "worker"}
+    assert "gpu-fraction-container-name" not in gpu.parse("gpu:1").pod_fragment(
+        container="worker")["annotations"]
     assert f["labels"] == {"kai.scheduler/queue": "research"}
     assert f["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
                                  "effect": "NoSchedule"}]

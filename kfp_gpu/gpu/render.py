@@ -14,7 +14,7 @@ import dataclasses
 import warnings
 
 from kfp_gpu.gpu.kinds import REGISTRY
-from kfp_gpu.gpu.names import SHARE_ENV
+from kfp_gpu.gpu.names import FRACTION_CONTAINER_ANNOTATION, KFP_MAIN_CONTAINER, SHARE_ENV
 
 
 class KfpCannotExpressWarning(UserWarning):
@@ -42,7 +42,9 @@ def apply_to_task(r, task, count=None):
     """Render the request ``r`` onto a KFP ``PipelineTask``; returns the task.
 
     Sets the accelerator type and integer limit (when the kind has a resource), the GPU
-    toleration, node selectors, pod annotations/labels and the environment.
+    toleration, node selectors, pod annotations/labels and the environment. KAI kinds also
+    get ``gpu-fraction-container-name: main``: the component runs in Argo's ``main``
+    container, which is not container 0 (see :data:`kfp_gpu.gpu.names.KFP_MAIN_CONTAINER`).
 
     Args:
         r: a :class:`kfp_gpu.gpu.request.GpuRequest`.
@@ -83,7 +85,7 @@ def apply_to_task(r, task, count=None):
                                   effect=tol["effect"])
     for key, value in r.node_selector().items():
         kubernetes.add_node_selector(task, label_key=key, label_value=value)
-    for key, value in r.annotations().items():
+    for key, value in _annotations(r, KFP_MAIN_CONTAINER).items():
         kubernetes.add_pod_annotation(task, annotation_key=key, annotation_value=value)
     for key, value in r.labels().items():
         kubernetes.add_pod_label(task, label_key=key, label_value=value)
@@ -92,8 +94,24 @@ def apply_to_task(r, task, count=None):
     return task
 
 
-def pod_fragment(r) -> dict:
+def _annotations(r, container: str) -> dict[str, str]:
+    """The request's pod annotations, plus KAI's ``gpu-fraction-container-name: container``
+    for kinds whose scheduler hands the GPU to one container (none when ``container`` is "")."""
+    out = dict(r.annotations())
+    if container and REGISTRY[r.kind].names_container:
+        out[FRACTION_CONTAINER_ANNOTATION] = container
+    return out
+
+
+def pod_fragment(r, container: str = "") -> dict:
     """Pod-spec pieces for pod templates the suite writes itself (e.g. MPIJob workers).
+
+    Args:
+        r: a :class:`kfp_gpu.gpu.request.GpuRequest`.
+        container: name of the container that uses the GPU. For KAI kinds it is written as
+            the ``gpu-fraction-container-name`` annotation; "" leaves it out, which is
+            right for one-container pods (KAI's default is container 0,
+            NVIDIA/KAI-Scheduler pkg/binder/common/gpu_access.go).
 
     Returns:
         ``{"resources": {"limits": {name: qty}, "requests": {name: qty}},
@@ -109,7 +127,7 @@ def pod_fragment(r) -> dict:
     limits.update(REGISTRY[r.kind].extra_limits(r))
     return {
         "resources": {"limits": dict(limits), "requests": dict(limits)},
-        "annotations": r.annotations(),
+        "annotations": _annotations(r, container),
         "labels": r.labels(),
         "env": [{"name": k, "value": v} for k, v in r.env().items()],
         "tolerations": r.tolerations(),

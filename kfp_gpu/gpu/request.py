@@ -81,7 +81,7 @@ class GpuRequest:
         profile: MIG profile, e.g. ``1g.10gb`` (kind ``mig``).
         model: GPU model key of :data:`kfp_gpu.gpu.mig.PROFILES` the profile was checked
             against ("" = checked against every model; the resource name does not depend on it).
-        fraction: share of one GPU, 0 < f <= 1 (kind ``fraction``).
+        fraction: share of one GPU, 0 < f < 1 (kind ``fraction``).
         memory_mib: MiB of GPU memory (``gpu-memory``; ``hami`` ``mem=``), 0 = not given.
         units: MetaGPU units, 1..100 (kind ``metagpu``).
         cores: HAMi ``nvidia.com/gpucores`` percent 1..100, 0 = not given.
@@ -184,10 +184,10 @@ class GpuRequest:
         (:func:`kfp_gpu.gpu.render.apply_to_task`)."""
         return render.apply_to_task(self, task, count)
 
-    def pod_fragment(self) -> dict:
-        """Pod-spec pieces for pod templates the suite writes itself
-        (:func:`kfp_gpu.gpu.render.pod_fragment`)."""
-        return render.pod_fragment(self)
+    def pod_fragment(self, container: str = "") -> dict:
+        """Pod-spec pieces for pod templates the suite writes itself; ``container`` names
+        the GPU container for KAI kinds (:func:`kfp_gpu.gpu.render.pod_fragment`)."""
+        return render.pod_fragment(self, container)
 
     def to_text(self) -> str:
         """The canonical text form; ``parse(r.to_text()) == r``."""
@@ -229,7 +229,7 @@ def parse(text: str | GpuRequest) -> GpuRequest:
 
     Raises:
         ValueError: naming the accepted values, for an unknown kind or option, a fraction
-            not in (0, 1], a non-integer or negative count (``gpu:1.5``, ``gpu:-1``), an
+            not in (0, 1), a non-integer or negative count (``gpu:1.5``, ``gpu:-1``), an
             unknown MIG profile or one the model lacks, MetaGPU units outside 1..100.
         TypeError: ``text`` is neither text nor a GpuRequest.
     """

@@ -31,6 +31,7 @@ def _valid_fraction(f) -> bool:
 
 class _Kai(Kind):
     options = frozenset({"queue", "queue-label"})
+    names_container = True
 
     def share(self, r):
         return 1.0
