@@ -100,8 +100,9 @@ def test_compiles_with_fractional_requests(gpu, shards_k, annotations, resource,
 def test_checked_in_yaml_names_the_kfp_main_container():
     """KAI hands a fraction to container 0 unless the pod names one; in a KFP (Argo) pod
     container 0 is ``wait``, the component runs in ``main``."""
-    import yaml
     from pathlib import Path
+
+    import yaml
     docs = list(yaml.safe_load_all(
         (Path(__file__).parents[1] / "pipelines" / "fractional_eval.yaml").read_text()))
     platform = next(d for d in docs if "platforms" in d)
