@@ -326,3 +326,33 @@ def test_count_parameter_refused_for_shared_replicas():
         @dsl.pipeline
         def p(n: int = 1):
             gpu.parse("shared:1,replicas=4").apply_to_task(noop(), count=n)
+
+
+def test_shared_many_replicas_needs_explicit_opt_out_and_never_with_mps():
+    """k8s-device-plugin internal/rm/rm.go ValidateRequest refuses > 1 shared replica when
+    failRequestsGreaterThanOne is set (this project's time-slicing config; forced for MPS)."""
+    with pytest.raises(ValueError, match="failRequestsGreaterThanOne"):
+        gpu.parse("shared:2")
+    r = gpu.parse("shared:2,allow-multiple=true")
+    assert (r.resource_name, r.resource_count) == ("nvidia.com/gpu", 2)
+    assert gpu.parse(r.to_text()) == r
+    with pytest.raises(ValueError, match="failRequestsGreaterThanOne"):
+        gpu.parse("shared:2,strategy=mps,allow-multiple=true")
+    with pytest.raises(ValueError, match="true or false"):
+        gpu.parse("shared:1,allow-multiple=yes")
+
+
+def test_shared_product_selector_carries_gfd_shared_suffix():
+    """GFD internal/lm/resource.go getProductName: shared and not renamed -> '-SHARED'."""
+    sel = gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB").node_selector()
+    assert sel == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED"}
+    assert gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB-SHARED").node_selector() == sel
+    assert gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB,renamed=true").node_selector() == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    # whole GPUs keep the plain product name
+    assert gpu.parse("gpu:1,product=NVIDIA-A100-SXM4-40GB").node_selector() == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    frag = gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB,strategy=time-slicing")\
+        .pod_fragment()
+    assert frag["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED",
+                                    "nvidia.com/gpu.sharing-strategy": "time-slicing"}

@@ -24,8 +24,10 @@ Options (after a comma, ``key=value``): ``gpu`` and ``shared`` and ``hami`` take
 ``model=`` (validates the profile, see :mod:`kfp_gpu.gpu.mig`) and ``product=``; ``shared``
 takes ``replicas=R`` (the plugin's replicas per GPU: the memory share becomes N/R),
 ``strategy=time-slicing|mps`` (node selector on the GFD label
-``nvidia.com/gpu.sharing-strategy``) and ``renamed=true`` (``renameByDefault``:
-``nvidia.com/gpu.shared``); ``fraction`` and ``gpu-memory`` take ``queue=NAME`` (label
+``nvidia.com/gpu.sharing-strategy``), ``renamed=true`` (``renameByDefault``:
+``nvidia.com/gpu.shared``; without it GFD labels the product ``<P>-SHARED``, which the
+product selector then uses) and ``allow-multiple=true`` (``shared:N>1`` on a time-slicing
+config without ``failRequestsGreaterThanOne``); ``fraction`` and ``gpu-memory`` take ``queue=NAME`` (label
 ``kai.scheduler/queue``) and ``queue-label=KEY`` (e.g. ``runai/queue`` on Run:ai);
 ``hami`` takes ``mem=MiB`` and ``cores=PERCENT``.
 
