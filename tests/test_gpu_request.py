@@ -143,7 +143,7 @@ def test_count_parameter_refused_for_fractional_kinds():
     ("mig:9g.99gb", "1g.10gb"),
     ("mig:1g.5gb,model=H100-80GB", "accepted: 1g.10gb, 1g.10gb+me, 1g.20gb"),
     ("mig:1g.10gb,model=H200-141GB", "1g.18gb"),
-    ("mig:1g.10gb,model=B9000", "A100-40GB, A100-80GB, H100-80GB, H200-141GB"),
+    ("mig:1g.10gb,model=B9000", "A100-40GB, A100-80GB, A30-24GB, B200-180GB"),
     ("metagpu:0", "1..100"),
     ("metagpu:-5", "1..100"),
     ("metagpu:2.5", "1..100"),

@@ -21,7 +21,8 @@ text form       what the pod gets                           served by (upstream 
 
 Options (after a comma, ``key=value``): ``gpu`` and ``shared`` and ``hami`` take
 ``product=`` (GPU Feature Discovery label ``nvidia.com/gpu.product``); ``mig`` takes
-``model=`` (validates the profile, see :mod:`kfp_gpu.gpu.mig`) and ``product=``; ``shared``
+``model=`` (validates the profile, see :mod:`kfp_gpu.gpu.mig`), ``product=`` and
+``unchecked=true`` (a profile the tables do not know; warns); ``shared``
 takes ``replicas=R`` (the plugin's replicas per GPU: the memory share becomes N/R),
 ``strategy=time-slicing|mps`` (node selector on the GFD label
 ``nvidia.com/gpu.sharing-strategy``), ``renamed=true`` (``renameByDefault``:
@@ -89,6 +90,8 @@ class GpuRequest:
         cores: HAMi ``nvidia.com/gpucores`` percent 1..100, 0 = not given.
         sharing: ``shared``: the plugin's replicas per GPU, strategy, renamed resource.
         queue: ``fraction`` / ``gpu-memory``: the KAI/Run:ai queue (name, label key).
+        unchecked: ``mig``: the profile was not checked against the MIG tables
+            (``unchecked=true``, for profiles newer than the tables).
     """
 
     kind: str = "none"
@@ -102,6 +105,7 @@ class GpuRequest:
     cores: int = 0
     sharing: Sharing = field(default_factory=Sharing)
     queue: KaiQueue = field(default_factory=KaiQueue)
+    unchecked: bool = False
 
     def __post_init__(self):
         if self.kind not in REGISTRY:
