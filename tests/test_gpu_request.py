@@ -103,8 +103,25 @@ def test_none_leaves_task_untouched(tmp_path):
     assert gpu.parse("gpu:0") == gpu.GpuRequest()
 
 
+def test_hami_memory_split_is_the_one_kfp_resource(tmp_path):
+    """HAMi device.go mutateContainerResource adds nvidia.com/gpu: DefaultGPUNum (1) to a
+    container with nvidia.com/gpumem only: the task's one resource carries the split."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpu.KfpCannotExpressWarning)
+        got, _ = compile_one("hami:1,mem=8000", tmp_path)
+    assert (got["resource"], got["count"]) == ("nvidia.com/gpumem", "8000")
+    assert got["env"] == {"KFP_GPU_KIND": "hami", "KFP_GPU_SHARE": "1",
+                          "KFP_GPU_MEMORY_MIB": "8000"}
+    with pytest.warns(gpu.KfpCannotExpressWarning, match="whole device"):
+        got, _ = compile_one("hami:1", tmp_path)
+    assert (got["resource"], got["count"]) == ("nvidia.com/gpu", "1")
+    with pytest.warns(gpu.KfpCannotExpressWarning, match="mem cannot be carried"):
+        got, _ = compile_one("hami:2,mem=8000", tmp_path)
+    assert (got["resource"], got["count"]) == ("nvidia.com/gpu", "2")
+
+
 def test_hami_full_form_warns_on_kfp_task_and_keeps_memory_in_env(tmp_path):
-    with pytest.warns(gpu.KfpCannotExpressWarning, match="nvidia.com/gpumem"):
+    with pytest.warns(gpu.KfpCannotExpressWarning, match="mem/cores cannot be carried"):
         got, _ = compile_one("hami:1,mem=8000,cores=30", tmp_path)
     assert got["resource"] == "nvidia.com/gpu" and got["count"] == "1"
     assert got["env"] == {"KFP_GPU_KIND": "hami", "KFP_GPU_SHARE": "1",

@@ -5,7 +5,8 @@ KFP limits (kfp 2.17, kfp-kubernetes 2.17): a task carries ONE accelerator resou
 and has no ``schedulerName``; tolerations, node selectors and pod annotations/labels come
 from ``kfp.kubernetes`` (``add_toleration``, ``add_node_selector``, ``add_pod_annotation``,
 ``add_pod_label``). So HAMi's second and third resources are only written by
-:func:`pod_fragment` (pod templates the suite writes itself, e.g. MPIJob Workers).
+:func:`pod_fragment` (pod templates the suite writes itself, e.g. MPIJob Workers); on a
+task ``hami:1,mem=M`` is carried as ``nvidia.com/gpumem: M`` alone.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def apply_to_task(r, task, count=None):
     Raises:
         ValueError: ``count`` given for a kind without an integer count.
     Warns:
-        KfpCannotExpressWarning: for ``hami`` with ``mem``/``cores``.
+        KfpCannotExpressWarning: for ``hami`` except ``hami:1,mem=M`` (which the task
+            carries as ``nvidia.com/gpumem: M``), see :mod:`kfp_gpu.gpu.kinds.hami`.
     """
     if r.kind == "none":
         return task
@@ -65,21 +67,19 @@ def apply_to_task(r, task, count=None):
     from kfp import kubernetes
 
     env = r.env()
-    limit = r.resource_count
+    kind = REGISTRY[r.kind]
+    name, limit = kind.task_resource(r)
     if count is not None:
         limit = _count_limit(r, count)
         if limit is None:
             return apply_to_task(dataclasses.replace(r, count=count), task)
+        name = r.resource_name
         env.pop(SHARE_ENV, None)
-    if r.resource_name:
-        task.set_accelerator_type(r.resource_name).set_accelerator_limit(limit)
-    if REGISTRY[r.kind].extra_limits(r):
-        warnings.warn(
-            "KFP tasks carry one accelerator resource: nvidia.com/gpumem and "
-            "nvidia.com/gpucores are not written into the task pod (HAMi then applies its "
-            "device-plugin defaults); the runtime TensorFlow cap still applies mem. For the "
-            "full HAMi form use GpuRequest.pod_fragment() in a pod template (MPIJob workers).",
-            KfpCannotExpressWarning, stacklevel=3)
+    if name:
+        task.set_accelerator_type(name).set_accelerator_limit(limit)
+    lost = kind.task_warning(r, count_parameter=count is not None)
+    if lost:
+        warnings.warn(lost, KfpCannotExpressWarning, stacklevel=3)
     for tol in r.tolerations():
         kubernetes.add_toleration(task, key=tol["key"], operator=tol["operator"],
                                   effect=tol["effect"])

@@ -75,6 +75,14 @@ class Kind:
         """The one extended resource a KFP task gets and its quantity (``("", 0)``: none)."""
         return "", 0
 
+    def task_resource(self, r) -> tuple[str, int]:
+        """The one accelerator resource on a KFP task (default: :meth:`resource`)."""
+        return self.resource(r)
+
+    def task_warning(self, r, count_parameter: bool = False) -> str:
+        """What a KFP task cannot carry of this request ("" = nothing lost)."""
+        return ""
+
     def extra_limits(self, r) -> dict[str, str]:
         """Further resources, for pod templates the suite writes itself (not KFP tasks)."""
         return {}
