@@ -66,7 +66,8 @@ def test_combine_refuses_gaps_overlaps_and_foreign_shards():
 @pytest.mark.parametrize("gpu, shards_k, annotations, resource, count", [
     (None, 4, {"gpu-fraction": "0.25", "gpu-fraction-container-name": "main"}, "", ""),
     (None, 8, {"gpu-fraction": "0.125", "gpu-fraction-container-name": "main"}, "", ""),
-    ("gpu-memory:4096", 4, {"gpu-memory": "4096", "gpu-fraction-container-name": "main"}, "", ""),
+    ("gpu-memory:4096", 4, {"gpu-memory": "4096", "gpu-fraction-container-name": "main"},
+     "", ""),
     ("metagpu:25", 4, {}, "cnvrg.io/metagpu", "25"),
     ("mig:1g.10gb,model=H100-80GB", 7, {}, "nvidia.com/mig-1g.10gb", "1"),
     ("shared:1,replicas=4", 4, {}, "nvidia.com/gpu", "1"),
@@ -96,6 +97,21 @@ def test_compiles_with_fractional_requests(gpu, shards_k, annotations, resource,
     # the CPU-only tasks carry no GPU settings
     for task in ("plan-shards", "combine-shards"):
         assert not ir.container(spec, task).resources.accelerator.resource_type
+
+
+def test_checked_in_yaml_names_the_kfp_main_container():
+    """KAI hands a fraction to container 0 unless the pod names one; in a KFP (Argo) pod
+    container 0 is ``wait``, the component runs in ``main``."""
+    from pathlib import Path
+
+    import yaml
+    docs = list(yaml.safe_load_all(
+        (Path(__file__).parents[1] / "pipelines" / "fractional_eval.yaml").read_text()))
+    platform = next(d for d in docs if "platforms" in d)
+    annotations = [cfg["podMetadata"]["annotations"] for cfg in
+                   platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values()
+                   if "gpu-fraction" in cfg.get("podMetadata", {}).get("annotations", {})]
+    assert annotations and all(a["gpu-fraction-container-name"] == "main" for a in annotations)
 
 
 def test_invalid_request_fails_at_build():

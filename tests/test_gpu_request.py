@@ -75,11 +75,12 @@ CASES = {
                      {}, {"gpu-fraction": "0.5", "gpu-fraction-container-name": "main"}, {}),
     "fraction:0.25,queue=team-a": (
         "", "", {"KFP_GPU_KIND": "fraction", "KFP_GPU_SHARE": "0.25"}, {},
-        {"gpu-fraction": "0.25", "gpu-fraction-container-name": "main"}, {"kai.scheduler/queue": "team-a"}),
+        {"gpu-fraction": "0.25", "gpu-fraction-container-name": "main"},
+        {"kai.scheduler/queue": "team-a"}),
     "gpu-memory:8192,queue=q1,queue-label=runai/queue": (
         "", "", {"KFP_GPU_KIND": "gpu-memory", "KFP_GPU_SHARE": "1",
-                 "KFP_GPU_MEMORY_MIB": "8192"}, {}, {"gpu-memory": "8192",
-                                                  "gpu-fraction-container-name": "main"},
+                 "KFP_GPU_MEMORY_MIB": "8192"}, {},
+        {"gpu-memory": "8192", "gpu-fraction-container-name": "main"},
         {"runai/queue": "q1"}),
     "metagpu:25": ("cnvrg.io/metagpu", "25", {"KFP_GPU_KIND": "metagpu", "KFP_GPU_SHARE": "0.25"},
                    {}, {}, {}),
@@ -102,8 +103,25 @@ def test_none_leaves_task_untouched(tmp_path):
     assert gpu.parse("gpu:0") == gpu.GpuRequest()
 
 
+def test_hami_memory_split_is_the_one_kfp_resource(tmp_path):
+    """HAMi device.go mutateContainerResource adds nvidia.com/gpu: DefaultGPUNum (1) to a
+    container with nvidia.com/gpumem only: the task's one resource carries the split."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpu.KfpCannotExpressWarning)
+        got, _ = compile_one("hami:1,mem=8000", tmp_path)
+    assert (got["resource"], got["count"]) == ("nvidia.com/gpumem", "8000")
+    assert got["env"] == {"KFP_GPU_KIND": "hami", "KFP_GPU_SHARE": "1",
+                          "KFP_GPU_MEMORY_MIB": "8000"}
+    with pytest.warns(gpu.KfpCannotExpressWarning, match="whole device"):
+        got, _ = compile_one("hami:1", tmp_path)
+    assert (got["resource"], got["count"]) == ("nvidia.com/gpu", "1")
+    with pytest.warns(gpu.KfpCannotExpressWarning, match="mem cannot be carried"):
+        got, _ = compile_one("hami:2,mem=8000", tmp_path)
+    assert (got["resource"], got["count"]) == ("nvidia.com/gpu", "2")
+
+
 def test_hami_full_form_warns_on_kfp_task_and_keeps_memory_in_env(tmp_path):
-    with pytest.warns(gpu.KfpCannotExpressWarning, match="nvidia.com/gpumem"):
+    with pytest.warns(gpu.KfpCannotExpressWarning, match="mem/cores cannot be carried"):
         got, _ = compile_one("hami:1,mem=8000,cores=30", tmp_path)
     assert got["resource"] == "nvidia.com/gpu" and got["count"] == "1"
     assert got["env"] == {"KFP_GPU_KIND": "hami", "KFP_GPU_SHARE": "1",
@@ -142,7 +160,7 @@ def test_count_parameter_refused_for_fractional_kinds():
     ("mig:9g.99gb", "1g.10gb"),
     ("mig:1g.5gb,model=H100-80GB", "accepted: 1g.10gb, 1g.10gb+me, 1g.20gb"),
     ("mig:1g.10gb,model=H200-141GB", "1g.18gb"),
-    ("mig:1g.10gb,model=B9000", "A100-40GB, A100-80GB, H100-80GB, H200-141GB"),
+    ("mig:1g.10gb,model=B9000", "A100-40GB, A100-80GB, A30-24GB, B200-180GB"),
     ("metagpu:0", "1..100"),
     ("metagpu:-5", "1..100"),
     ("metagpu:2.5", "1..100"),
@@ -216,7 +234,11 @@ def test_pod_fragment_hami_full_form_and_fraction():
     assert {"name": "KFP_GPU_MEMORY_MIB", "value": "8000"} in f["env"]
     f = gpu.parse("fraction:0.5,queue=research").pod_fragment()
     assert f["resources"] == {"limits": {}, "requests": {}}
-    assert f["annotations"] == {"gpu-fraction": "0.5", "gpu-fraction-container-name": "main"}
+    assert f["annotations"] == {"gpu-fraction": "0.5"}
+    assert gpu.parse("fraction:0.5").pod_fragment(container="worker")["annotations"] == {
+        "gpu-fraction": "0.5", "gpu-fraction-container-name": "worker"}
+    assert "gpu-fraction-container-name" not in gpu.parse("gpu:1").pod_fragment(
+        container="worker")["annotations"]
     assert f["labels"] == {"kai.scheduler/queue": "research"}
     assert f["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
                                  "effect": "NoSchedule"}]
@@ -323,13 +345,31 @@ def test_count_parameter_refused_for_shared_replicas():
             gpu.parse("shared:1,replicas=4").apply_to_task(noop(), count=n)
 
 
-def test_time_slicing_product_selector_uses_gfds_shared_suffix():
-    """Issue 11 item 5: GFD labels shared, not renamed GPUs '<product>-SHARED'."""
-    plain = gpu.parse("shared:1,replicas=4,product=NVIDIA-A100-SXM4-40GB").node_selector()
-    assert plain["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-SHARED"
-    renamed = gpu.parse("shared:1,replicas=4,renamed=true,product=NVIDIA-A100-SXM4-40GB")
-    assert renamed.node_selector()["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
-    given = gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB-SHARED").node_selector()
-    assert given["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-SHARED"
+def test_shared_many_replicas_needs_explicit_opt_out_and_never_with_mps():
+    """k8s-device-plugin internal/rm/rm.go ValidateRequest refuses > 1 shared replica when
+    failRequestsGreaterThanOne is set (this project's time-slicing config; forced for MPS)."""
+    with pytest.raises(ValueError, match="failRequestsGreaterThanOne"):
+        gpu.parse("shared:2")
+    r = gpu.parse("shared:2,allow-multiple=true")
+    assert (r.resource_name, r.resource_count) == ("nvidia.com/gpu", 2)
+    assert gpu.parse(r.to_text()) == r
+    with pytest.raises(ValueError, match="failRequestsGreaterThanOne"):
+        gpu.parse("shared:2,strategy=mps,allow-multiple=true")
+    with pytest.raises(ValueError, match="true or false"):
+        gpu.parse("shared:1,allow-multiple=yes")
+
+
+def test_shared_product_selector_carries_gfd_shared_suffix():
+    """GFD internal/lm/resource.go getProductName: shared and not renamed -> '-SHARED'."""
+    sel = gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB").node_selector()
+    assert sel == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED"}
+    assert gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB-SHARED").node_selector() == sel
+    assert gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB,renamed=true").node_selector() == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    # whole GPUs keep the plain product name
     assert gpu.parse("gpu:1,product=NVIDIA-A100-SXM4-40GB").node_selector() == {
         "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    frag = gpu.parse("shared:1,product=NVIDIA-A100-SXM4-40GB,strategy=time-slicing")\
+        .pod_fragment()
+    assert frag["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED",
+                                    "nvidia.com/gpu.sharing-strategy": "time-slicing"}

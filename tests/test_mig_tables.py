@@ -176,3 +176,48 @@ def test_checked_in_table_is_in_the_generators_canonical_form():
     gen = _gen()
     doc = json.loads(TABLE.read_text())
     assert gen.dumps(doc) == TABLE.read_text()
+
+
+def test_loader_reads_the_json_and_accepts_every_form(table):
+    """kfp_gpu.gpu.mig is loaded from mig_profiles.json (one source), with the +/. spellings,
+    the .shared renamed resource and the unchecked escape hatch."""
+    import warnings
+
+    from kfp_gpu import gpu
+    from kfp_gpu.gpu import mig
+
+    assert mig.models() == list(table["models"])
+    for model in table["models"]:
+        assert list(mig.profiles(model)) == list(profiles(table, model))
+    cases = {
+        "mig:1g.10gb.me,model=H100-80GB": ("mig:1g.10gb+me,model=H100-80GB",
+                                           "nvidia.com/mig-1g.10gb.me"),
+        "mig:1g.24gb+me.all,model=RTX-PRO-6000-96GB": (
+            "mig:1g.24gb+me.all,model=RTX-PRO-6000-96GB", "nvidia.com/mig-1g.24gb.me.all"),
+        "mig:2g.48gb-me,model=rtx-pro-6000-96gb": ("mig:2g.48gb-me,model=RTX-PRO-6000-96GB",
+                                                   "nvidia.com/mig-2g.48gb-me"),
+        "mig:4g.96gb.gfx": ("mig:4g.96gb+gfx", "nvidia.com/mig-4g.96gb.gfx"),
+        "mig:1g.10gb.shared,model=H100-80GB": ("mig:1g.10gb.shared,model=H100-80GB",
+                                               "nvidia.com/mig-1g.10gb.shared"),
+        "mig:3g.47gb,model=H100-NVL-94GB": ("mig:3g.47gb,model=H100-NVL-94GB",
+                                            "nvidia.com/mig-3g.47gb"),
+        "mig:1g.10gb,model=A800-80GB": ("mig:1g.10gb,model=A100-80GB",
+                                        "nvidia.com/mig-1g.10gb"),
+    }
+    for text, (canonical, resource) in cases.items():
+        r = gpu.parse(text)
+        assert (r.to_text(), r.resource_name) == (canonical, resource), text
+        assert gpu.parse(r.to_text()) == r
+    assert gpu.parse("mig:2g.48gb,model=RTX-PRO-6000-96GB").physical_share == 0.5
+    with pytest.raises(ValueError, match="unchecked=true"):
+        gpu.parse("mig:1g.24gb+gfx,model=H100-80GB")  # +gfx exists on RTX PRO only
+    with pytest.warns(UserWarning, match="not checked"):
+        r = gpu.parse("mig:2g.99gb+me,unchecked=true")
+    assert (r.resource_name, r.physical_share) == ("nvidia.com/mig-2g.99gb.me", 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="form"):
+            gpu.parse("mig:big,unchecked=true")
+    assert mig.normalize_model("h200") == "H200-141GB"
+    with pytest.raises(ValueError, match="accepted"):
+        mig.normalize_model("H100")  # 80, 96 or NVL-94

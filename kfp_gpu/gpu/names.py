@@ -26,6 +26,14 @@ FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
 #: sidecar first (argoproj/argo-workflows workflow/controller/workflowpod.go), then ``main``.
 KFP_MAIN_CONTAINER = "main"
 DEFAULT_QUEUE_LABEL = "kai.scheduler/queue"
+#: KAI pod annotation naming the container that gets the fraction (default: container 0).
+#: NVIDIA/KAI-Scheduler pkg/common/constants/constants.go ``GpuFractionContainerName``, read
+#: by pkg/binder/common/gpu_access.go ``GetFractionContainerRef``; since KAI v0.10.0.
+FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+#: The component's container in a KFP v2 (Argo) pod. Argo puts ``wait`` FIRST
+#: (argoproj/argo-workflows workflow/controller/workflowpod.go ``createWorkflowPod``), so
+#: without the annotation KAI would hand the fraction to ``wait``.
+KFP_MAIN_CONTAINER = "main"
 #: MetaGPU: units per physical GPU (the plugin's ``metaGpus`` setting used by this suite).
 METAGPU_UNITS_PER_GPU = 100
 

@@ -5,7 +5,8 @@ KFP limits (kfp 2.17, kfp-kubernetes 2.17): a task carries ONE accelerator resou
 and has no ``schedulerName``; tolerations, node selectors and pod annotations/labels come
 from ``kfp.kubernetes`` (``add_toleration``, ``add_node_selector``, ``add_pod_annotation``,
 ``add_pod_label``). So HAMi's second and third resources are only written by
-:func:`pod_fragment` (pod templates the suite writes itself, e.g. MPIJob Workers).
+:func:`pod_fragment` (pod templates the suite writes itself, e.g. MPIJob Workers); on a
+task ``hami:1,mem=M`` is carried as ``nvidia.com/gpumem: M`` alone.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import warnings
 
 from kfp_gpu.gpu.kinds import REGISTRY
-from kfp_gpu.gpu.names import SHARE_ENV
+from kfp_gpu.gpu.names import FRACTION_CONTAINER_ANNOTATION, KFP_MAIN_CONTAINER, SHARE_ENV
 
 
 class KfpCannotExpressWarning(UserWarning):
@@ -42,7 +43,9 @@ def apply_to_task(r, task, count=None):
     """Render the request ``r`` onto a KFP ``PipelineTask``; returns the task.
 
     Sets the accelerator type and integer limit (when the kind has a resource), the GPU
-    toleration, node selectors, pod annotations/labels and the environment.
+    toleration, node selectors, pod annotations/labels and the environment. KAI kinds also
+    get ``gpu-fraction-container-name: main``: the component runs in Argo's ``main``
+    container, which is not container 0 (see :data:`kfp_gpu.gpu.names.KFP_MAIN_CONTAINER`).
 
     Args:
         r: a :class:`kfp_gpu.gpu.request.GpuRequest`.
@@ -55,7 +58,8 @@ def apply_to_task(r, task, count=None):
     Raises:
         ValueError: ``count`` given for a kind without an integer count.
     Warns:
-        KfpCannotExpressWarning: for ``hami`` with ``mem``/``cores``.
+        KfpCannotExpressWarning: for ``hami`` except ``hami:1,mem=M`` (which the task
+            carries as ``nvidia.com/gpumem: M``), see :mod:`kfp_gpu.gpu.kinds.hami`.
     """
     if r.kind == "none":
         return task
@@ -63,27 +67,25 @@ def apply_to_task(r, task, count=None):
     from kfp import kubernetes
 
     env = r.env()
-    limit = r.resource_count
+    kind = REGISTRY[r.kind]
+    name, limit = kind.task_resource(r)
     if count is not None:
         limit = _count_limit(r, count)
         if limit is None:
             return apply_to_task(dataclasses.replace(r, count=count), task)
+        name = r.resource_name
         env.pop(SHARE_ENV, None)
-    if r.resource_name:
-        task.set_accelerator_type(r.resource_name).set_accelerator_limit(limit)
-    if REGISTRY[r.kind].extra_limits(r):
-        warnings.warn(
-            "KFP tasks carry one accelerator resource: nvidia.com/gpumem and "
-            "nvidia.com/gpucores are not written into the task pod (HAMi then applies its "
-            "device-plugin defaults); the runtime TensorFlow cap still applies mem. For the "
-            "full HAMi form use GpuRequest.pod_fragment() in a pod template (MPIJob workers).",
-            KfpCannotExpressWarning, stacklevel=3)
+    if name:
+        task.set_accelerator_type(name).set_accelerator_limit(limit)
+    lost = kind.task_warning(r, count_parameter=count is not None)
+    if lost:
+        warnings.warn(lost, KfpCannotExpressWarning, stacklevel=3)
     for tol in r.tolerations():
         kubernetes.add_toleration(task, key=tol["key"], operator=tol["operator"],
                                   effect=tol["effect"])
     for key, value in r.node_selector().items():
         kubernetes.add_node_selector(task, label_key=key, label_value=value)
-    for key, value in r.annotations().items():
+    for key, value in _annotations(r, KFP_MAIN_CONTAINER).items():
         kubernetes.add_pod_annotation(task, annotation_key=key, annotation_value=value)
     for key, value in r.labels().items():
         kubernetes.add_pod_label(task, label_key=key, label_value=value)
@@ -92,8 +94,24 @@ def apply_to_task(r, task, count=None):
     return task
 
 
-def pod_fragment(r) -> dict:
+def _annotations(r, container: str) -> dict[str, str]:
+    """The request's pod annotations, plus KAI's ``gpu-fraction-container-name: container``
+    for kinds whose scheduler hands the GPU to one container (none when ``container`` is "")."""
+    out = dict(r.annotations())
+    if container and REGISTRY[r.kind].names_container:
+        out[FRACTION_CONTAINER_ANNOTATION] = container
+    return out
+
+
+def pod_fragment(r, container: str = "") -> dict:
     """Pod-spec pieces for pod templates the suite writes itself (e.g. MPIJob workers).
+
+    Args:
+        r: a :class:`kfp_gpu.gpu.request.GpuRequest`.
+        container: name of the container that uses the GPU. For KAI kinds it is written as
+            the ``gpu-fraction-container-name`` annotation; "" leaves it out, which is
+            right for one-container pods (KAI's default is container 0,
+            NVIDIA/KAI-Scheduler pkg/binder/common/gpu_access.go).
 
     Returns:
         ``{"resources": {"limits": {name: qty}, "requests": {name: qty}},
@@ -109,7 +127,7 @@ def pod_fragment(r) -> dict:
     limits.update(REGISTRY[r.kind].extra_limits(r))
     return {
         "resources": {"limits": dict(limits), "requests": dict(limits)},
-        "annotations": r.annotations(),
+        "annotations": _annotations(r, container),
         "labels": r.labels(),
         "env": [{"name": k, "value": v} for k, v in r.env().items()],
         "tolerations": r.tolerations(),

@@ -21,11 +21,14 @@ text form       what the pod gets                           served by (upstream 
 
 Options (after a comma, ``key=value``): ``gpu`` and ``shared`` and ``hami`` take
 ``product=`` (GPU Feature Discovery label ``nvidia.com/gpu.product``); ``mig`` takes
-``model=`` (validates the profile, see :mod:`kfp_gpu.gpu.mig`) and ``product=``; ``shared``
+``model=`` (validates the profile, see :mod:`kfp_gpu.gpu.mig`), ``product=`` and
+``unchecked=true`` (a profile the tables do not know; warns); ``shared``
 takes ``replicas=R`` (the plugin's replicas per GPU: the memory share becomes N/R),
 ``strategy=time-slicing|mps`` (node selector on the GFD label
-``nvidia.com/gpu.sharing-strategy``) and ``renamed=true`` (``renameByDefault``:
-``nvidia.com/gpu.shared``); ``fraction`` and ``gpu-memory`` take ``queue=NAME`` (label
+``nvidia.com/gpu.sharing-strategy``), ``renamed=true`` (``renameByDefault``:
+``nvidia.com/gpu.shared``; without it GFD labels the product ``<P>-SHARED``, which the
+product selector then uses) and ``allow-multiple=true`` (``shared:N>1`` on a time-slicing
+config without ``failRequestsGreaterThanOne``); ``fraction`` and ``gpu-memory`` take ``queue=NAME`` (label
 ``kai.scheduler/queue``) and ``queue-label=KEY`` (e.g. ``runai/queue`` on Run:ai);
 ``hami`` takes ``mem=MiB`` and ``cores=PERCENT``.
 
@@ -81,12 +84,14 @@ class GpuRequest:
         profile: MIG profile, e.g. ``1g.10gb`` (kind ``mig``).
         model: GPU model key of :data:`kfp_gpu.gpu.mig.PROFILES` the profile was checked
             against ("" = checked against every model; the resource name does not depend on it).
-        fraction: share of one GPU, 0 < f <= 1 (kind ``fraction``).
+        fraction: share of one GPU, 0 < f < 1 (kind ``fraction``).
         memory_mib: MiB of GPU memory (``gpu-memory``; ``hami`` ``mem=``), 0 = not given.
         units: MetaGPU units, 1..100 (kind ``metagpu``).
         cores: HAMi ``nvidia.com/gpucores`` percent 1..100, 0 = not given.
         sharing: ``shared``: the plugin's replicas per GPU, strategy, renamed resource.
         queue: ``fraction`` / ``gpu-memory``: the KAI/Run:ai queue (name, label key).
+        unchecked: ``mig``: the profile was not checked against the MIG tables
+            (``unchecked=true``, for profiles newer than the tables).
     """
 
     kind: str = "none"
@@ -100,6 +105,7 @@ class GpuRequest:
     cores: int = 0
     sharing: Sharing = field(default_factory=Sharing)
     queue: KaiQueue = field(default_factory=KaiQueue)
+    unchecked: bool = False
 
     def __post_init__(self):
         if self.kind not in REGISTRY:
@@ -184,10 +190,10 @@ class GpuRequest:
         (:func:`kfp_gpu.gpu.render.apply_to_task`)."""
         return render.apply_to_task(self, task, count)
 
-    def pod_fragment(self) -> dict:
-        """Pod-spec pieces for pod templates the suite writes itself
-        (:func:`kfp_gpu.gpu.render.pod_fragment`)."""
-        return render.pod_fragment(self)
+    def pod_fragment(self, container: str = "") -> dict:
+        """Pod-spec pieces for pod templates the suite writes itself; ``container`` names
+        the GPU container for KAI kinds (:func:`kfp_gpu.gpu.render.pod_fragment`)."""
+        return render.pod_fragment(self, container)
 
     def to_text(self) -> str:
         """The canonical text form; ``parse(r.to_text()) == r``."""
@@ -229,7 +235,7 @@ def parse(text: str | GpuRequest) -> GpuRequest:
 
     Raises:
         ValueError: naming the accepted values, for an unknown kind or option, a fraction
-            not in (0, 1], a non-integer or negative count (``gpu:1.5``, ``gpu:-1``), an
+            not in (0, 1), a non-integer or negative count (``gpu:1.5``, ``gpu:-1``), an
             unknown MIG profile or one the model lacks, MetaGPU units outside 1..100.
         TypeError: ``text`` is neither text nor a GpuRequest.
     """

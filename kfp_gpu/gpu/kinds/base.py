@@ -14,9 +14,9 @@ from typing import Any
 _INT = re.compile(r"^\d+$")
 
 #: The accepted text forms, appended to every parse error.
-ACCEPTED = ("accepted: 'none', 'gpu:N[,product=P]', 'mig:PROFILE[,model=M]', "
+ACCEPTED = ("accepted: 'none', 'gpu:N[,product=P]', 'mig:PROFILE[,model=M][,unchecked=true]', "
             "'shared:N[,replicas=R][,strategy=time-slicing|mps][,renamed=true]', "
-            "'fraction:F' (0<F<=1)[,queue=Q], 'gpu-memory:MiB[,queue=Q]', "
+            "'fraction:F' (0<F<1)[,queue=Q], 'gpu-memory:MiB[,queue=Q]', "
             "'metagpu:UNITS' (integer 1..100, 100 = 1 GPU), 'hami:N[,mem=MiB][,cores=1..100]'")
 
 
@@ -36,7 +36,7 @@ def parse_int(kind: str, what: str, text: str, lo: int = 0, hi: int | None = Non
         rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
         hint = ""
         if kind in ("gpu", "shared", "hami") and what == "count":
-            hint = ("; for part of a GPU use 'fraction:F' (0<F<=1), 'gpu-memory:MiB', "
+            hint = ("; for part of a GPU use 'fraction:F' (0<F<1), 'gpu-memory:MiB', "
                     "'metagpu:UNITS' or 'mig:PROFILE'")
         raise ValueError(f"{kind}: {what} must be an integer {rng}, got {text!r}{hint}; "
                          f"{ACCEPTED}")
@@ -50,11 +50,15 @@ class Kind:
         name: the text form's head (``gpu``, ``mig``, ...).
         options: option keys accepted after the comma.
         count_parameter: a pipeline parameter may give the resource count.
+        names_container: the pod must name the container that gets the GPU
+            (KAI's ``gpu-fraction-container-name``).
     """
 
     name = "none"
     options: frozenset[str] = frozenset()
     count_parameter = False
+    #: The scheduler gives the request to one named container (KAI fractions).
+    names_container = False
 
     def parse(self, value: str, opts: dict[str, str]) -> dict[str, Any]:
         """GpuRequest fields of ``<name>:<value>,<opts>`` (raises ValueError)."""
@@ -70,6 +74,14 @@ class Kind:
     def resource(self, r) -> tuple[str, int]:
         """The one extended resource a KFP task gets and its quantity (``("", 0)``: none)."""
         return "", 0
+
+    def task_resource(self, r) -> tuple[str, int]:
+        """The one accelerator resource on a KFP task (default: :meth:`resource`)."""
+        return self.resource(r)
+
+    def task_warning(self, r, count_parameter: bool = False) -> str:
+        """What a KFP task cannot carry of this request ("" = nothing lost)."""
+        return ""
 
     def extra_limits(self, r) -> dict[str, str]:
         """Further resources, for pod templates the suite writes itself (not KFP tasks)."""

@@ -27,27 +27,36 @@ class Sharing:
             ``shared:N`` is N/replicas.
         strategy: ``time-slicing`` or ``mps`` ("" = no node selector).
         renamed: request ``nvidia.com/gpu.shared`` (``renameByDefault: true``).
+        allow_multiple: the cluster's time-slicing config leaves
+            ``failRequestsGreaterThanOne`` false, so ``shared:N`` with N > 1 is admitted
+            (MPS always refuses it).
     """
 
     replicas: int = 0
     strategy: str = ""
     renamed: bool = False
+    allow_multiple: bool = False
+
+
+def _bool(opts: dict[str, str], key: str) -> bool:
+    value = opts.get(key, "false").lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"shared: {key} must be true or false, got {value!r}")
+    return value == "true"
 
 
 class SharedReplicas(Kind):
     name = "shared"
-    options = frozenset({"product", "replicas", "strategy", "renamed"})
+    options = frozenset({"product", "replicas", "strategy", "renamed", "allow-multiple"})
     count_parameter = True
 
     def parse(self, value, opts):
-        renamed = opts.get("renamed", "false").lower()
-        if renamed not in ("true", "false"):
-            raise ValueError(f"shared: renamed must be true or false, got {renamed!r}")
         replicas = (parse_int(self.name, "replicas", opts["replicas"], lo=1)
                     if "replicas" in opts else 0)
         return {"kind": "shared", "count": parse_int(self.name, "count", value, lo=1),
                 "product": opts.get("product", ""),
-                "sharing": Sharing(replicas, opts.get("strategy", ""), renamed == "true")}
+                "sharing": Sharing(replicas, opts.get("strategy", ""), _bool(opts, "renamed"),
+                                   _bool(opts, "allow-multiple"))}
 
     def validate(self, r):
         require_count(r)
@@ -57,7 +66,8 @@ class SharedReplicas(Kind):
         if s.replicas and r.count > s.replicas:
             raise ValueError(f"shared: {r.count} replicas asked but the plugin makes only "
                              f"{s.replicas} per GPU; use gpu:N for whole GPUs")
-        if isinstance(r.count, int) and r.count > 1:
+        if isinstance(r.count, int) and r.count > 1 and (
+                not s.allow_multiple or s.strategy == "mps"):
             # manifests/device-plugin/time-slicing.yaml sets failRequestsGreaterThanOne;
             # MPS always fails such requests (NVIDIA/k8s-device-plugin README, "Shared Access
             # to GPUs": with failRequestsGreaterThanOne a request for more than one shared
@@ -65,7 +75,9 @@ class SharedReplicas(Kind):
             raise ValueError(f"shared:{r.count}: the device plugin refuses more than one "
                              "time-slicing/MPS replica per container "
                              "(failRequestsGreaterThanOne, set in this project's time-slicing "
-                             "config and implied by MPS); use shared:1, or gpu:N for whole GPUs")
+                             "config and implied by MPS; k8s-device-plugin internal/rm/rm.go "
+                             "ValidateRequest); use shared:1, or gpu:N for whole GPUs; a "
+                             "time-slicing config without it: add allow-multiple=true")
         if s.strategy not in ("", *STRATEGIES):
             raise ValueError(f"shared: strategy must be 'time-slicing' or 'mps', "
                              f"got {s.strategy!r}")
@@ -80,12 +92,18 @@ class SharedReplicas(Kind):
         return r.count
 
     def node_selector(self, r):
-        out = {SHARING_STRATEGY_LABEL: r.sharing.strategy} if r.sharing.strategy else {}
-        if r.product and not r.sharing.renamed and not r.product.endswith(SHARED_SUFFIX):
-            # GFD labels a time-sliced/MPS GPU whose resource is not renamed as
-            # "<product>-SHARED" (NVIDIA/k8s-device-plugin internal/lm/resource.go
-            # getProductName: isShared() && !isRenamed()); the plain name matches no node.
-            out[PRODUCT_LABEL] = r.product + SHARED_SUFFIX
+        """The sharing-strategy label, and the product label with GFD's ``-SHARED`` suffix.
+
+        GPU Feature Discovery labels the product of a node whose GPUs are shared (replicas
+        > 1) without renamed resources ``<product>-SHARED`` (NVIDIA/k8s-device-plugin
+        internal/lm/resource.go ``getProductName``: ``isShared() && !isRenamed()``); with
+        ``renamed=true`` the product keeps its name.
+        """
+        out = {}
+        if r.product and not r.sharing.renamed and not r.product.endswith("-SHARED"):
+            out[PRODUCT_LABEL] = f"{r.product}-SHARED"
+        if r.sharing.strategy:
+            out[SHARING_STRATEGY_LABEL] = r.sharing.strategy
         return out
 
     def text(self, r):
@@ -97,6 +115,8 @@ class SharedReplicas(Kind):
             opts.append(f"strategy={s.strategy}")
         if s.renamed:
             opts.append("renamed=true")
+        if s.allow_multiple:
+            opts.append("allow-multiple=true")
         return str(r.count), opts
 
 
