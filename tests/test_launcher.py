@@ -417,3 +417,54 @@ def test_e2e_real_cluster(tmp_path):
         lc = launcher.Launcher(api)
         lc.name, lc.namespace = name, ns
         lc.delete()
+
+
+def test_retry_meets_a_job_being_deleted_waits_and_creates_anew(kube, tmp_path):
+    """Issue 11 item 11: an MPIJob with deletionTimestamp is gone-to-be, not re-attachable."""
+    kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
+    record = tmp_path / "rec.json"
+    first = launcher.Launcher(kube.api_client(), backoff=FAST)
+    old, _ = first.create_or_attach(make_job(), record)
+    key = ("mpijobs", "ml", "resnet-test-1")
+    with kube._lock:  # someone else's Foreground delete is under way (finalizer pending)
+        kube.objects[key]["metadata"]["deletionTimestamp"] = "2026-11-23T08:00:00Z"
+
+    def finish():
+        time.sleep(0.3)
+        with kube._lock:
+            kube.objects.pop(key, None)
+
+    threading.Thread(target=finish, daemon=True).start()
+    result, _ = run(kube, make_job(), record)
+    assert result.status == "Succeeded" and not result.reattached
+    assert result.record.uid != old["metadata"]["uid"]
+    assert kube.deletes == []  # we did not delete it a second time
+    assert kube.count("POST", MPIJOBS) == 2
+
+
+def test_every_api_call_has_a_request_timeout(kube):
+    """Issue 11 item 12: no Kubernetes API call may wait forever."""
+    from kfp_gpu.mpi import jobs_api
+
+    jobs = jobs_api.MPIJobClient(kube.api_client(), backoff=FAST)
+    seen = []
+
+    class Recorder:
+        def __getattr__(self, name):
+            real = getattr(jobs_api.MPIJobClient(kube.api_client()).custom, name)
+
+            def call(*args, **kwargs):
+                seen.append((name, kwargs.get("_request_timeout")))
+                return real(*args, **kwargs)
+            return call
+
+    jobs.custom = Recorder()
+    jobs.create("ml", make_job())
+    jobs.get("ml", "resnet-test-1")
+    jobs.list_one("ml", "resnet-test-1")
+    jobs.delete("ml", "resnet-test-1")
+    assert [n for n, _ in seen] == ["create_namespaced_custom_object",
+                                    "get_namespaced_custom_object",
+                                    "list_namespaced_custom_object",
+                                    "delete_namespaced_custom_object"]
+    assert all(t == jobs_api.REQUEST_TIMEOUT_S for _, t in seen)

@@ -39,7 +39,7 @@ CRD_SCHEMAS = {
 LAUNCHER_RULES = {
     ("kubeflow.org", "mpijobs"): {"create", "get", "list", "watch", "delete"},
     ("trainer.kubeflow.org", "trainjobs"): {"create", "get", "list", "watch", "delete"},
-    ("", "pods"): {"get", "list", "watch"},
+    ("", "pods"): {"get", "list"},  # issue 11 item 19: no verb nothing uses
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},
 }

@@ -91,7 +91,8 @@ def test_every_request_kind_validates(kind, rdma):
     # annotations, labels, tolerations, selectors of the request and of the options
     meta = worker["metadata"]
     for k, v in frag["annotations"].items():
-        assert meta["annotations"][k] == v
+        # KAI's container name is the Worker's container here, not KFP's "main"
+        assert meta["annotations"][k] == ("worker" if k == "gpu-fraction-container-name" else v)
     for k, v in frag["labels"].items():
         assert meta["labels"][k] == v
     for t in frag["tolerations"]:
@@ -449,3 +450,24 @@ def test_multus_network_on_workers_only():
     assert _annotations(specs["Worker"]["template"])[
         "k8s.v1.cni.cncf.io/networks"] == "ml/rdma-net@net1"
     assert "k8s.v1.cni.cncf.io/networks" not in _annotations(specs["Launcher"]["template"])
+
+
+def test_kai_fraction_names_the_worker_container():
+    """Issue 11 item 1: in our own pod templates the GPU container is "worker"."""
+    job = mpijob.build(golden_options().replace(gpu="fraction:0.5"))
+    ann = _annotations(job["spec"]["mpiReplicaSpecs"]["Worker"]["template"])
+    assert ann["gpu-fraction"] == "0.5" and ann["gpu-fraction-container-name"] == "worker"
+    containers = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert containers[0]["name"] == "worker"
+
+
+def test_pods_carry_no_api_token_and_chown_only_on_mismatch():
+    """Issue 11 item 19: automountServiceAccountToken false unless a service account is
+    named; fsGroupChangePolicy OnRootMismatch with fsGroup."""
+    specs = mpijob.build(golden_options().replace(service_account="", fs_group=1000))["spec"]
+    for role in ("Launcher", "Worker"):
+        pod = specs["mpiReplicaSpecs"][role]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+    named = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert "automountServiceAccountToken" not in named["spec"]

@@ -102,5 +102,5 @@ def test_make_run_output_fits_one_screen(tmp_path, shared_data):
     assert any(x.startswith("test accuracy: ") for x in lines)
     log_dir = Path(next(x for x in lines if x.startswith("task logs: ")).split(": ", 1)[1])
     assert "Got executor_input" in (log_dir / "train-text-classifier.log").read_text()
-    report = next(x for x in lines if x.startswith("report: open ")).split("open ", 1)[1]
-    assert Path(report).stat().st_size > 0
+    report = next(x for x in lines if x.startswith("report: open ")).split("file://", 1)[1]
+    assert report.endswith(".html") and "<img" in Path(report).read_text()

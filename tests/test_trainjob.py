@@ -107,8 +107,10 @@ def test_every_request_kind_validates_and_matches_the_mpijob(kind, rdma):
             assert pod["spec"].get(key) == worker["spec"].get(key), key
         meta = pod["metadata"]
         assert meta.get("labels", {}) == worker["metadata"].get("labels", {})
-        assert meta["annotations"] == {**worker["metadata"].get("annotations", {}),
-                                       "sidecar.istio.io/inject": "false"}
+        want = {**worker["metadata"].get("annotations", {}), "sidecar.istio.io/inject": "false"}
+        if "gpu-fraction-container-name" in want:  # KAI: the GPU container of each pod
+            want["gpu-fraction-container-name"] = "node"
+        assert meta["annotations"] == want
         assert {v["name"]: v for v in pod["spec"]["volumes"]}["dshm"] == {
             "name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
         assert "schedulerName" not in pod["spec"]

@@ -146,7 +146,7 @@ def _print_summary(s: dict) -> None:
                    f"{tr.get('ms_per_step', 0):.1f} ms/step")
     report = out.get("report")
     if isinstance(report, dict) and report.get("uri"):
-        typer.echo(f"report: open {report['uri']}")
+        typer.echo(f"report: open file://{report.get('html', report['uri'])}")
 
 
 # Commands from their own modules: each imports its library when it runs.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -66,6 +67,12 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
             outputs[key] = {"uri": value.uri, "metadata": dict(value.metadata or {})}
         else:
             outputs[key] = value
+    report = outputs.get("report")
+    if isinstance(report, dict) and Path(report.get("uri", "")).is_file():
+        # KFP names the HTML artifact without an extension; browsers need one.
+        html = log_dir / "report.html"
+        shutil.copyfile(report["uri"], html)
+        report["html"] = str(html)
     return {"pipeline": name, "seconds": round(seconds, 1), "pipeline_root": root,
             "log_dir": str(log_dir), "parameters": kwargs, "outputs": outputs,
             "tasks": {t: [status, round(sec, 1)] for t, (status, sec) in stream.results.items()}}

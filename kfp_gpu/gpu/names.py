@@ -19,6 +19,12 @@ SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 #: KAI Scheduler pod annotations and queue label (Run:ai uses ``runai/queue``).
 FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"
+#: KAI Scheduler: the container that gets the fraction (default: the pod's first);
+#: NVIDIA/KAI-Scheduler pkg/common/constants (GpuFractionContainerName), KAI >= v0.10.0.
+FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+#: The container of a KFP (Argo) task pod that runs the component: Argo puts its ``wait``
+#: sidecar first (argoproj/argo-workflows workflow/controller/workflowpod.go), then ``main``.
+KFP_MAIN_CONTAINER = "main"
 DEFAULT_QUEUE_LABEL = "kai.scheduler/queue"
 #: KAI pod annotation naming the container that gets the fraction (default: container 0).
 #: NVIDIA/KAI-Scheduler pkg/common/constants/constants.go ``GpuFractionContainerName``, read

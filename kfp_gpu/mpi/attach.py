@@ -71,25 +71,30 @@ def _create_or_get(jobs: MPIJobClient, job: Mapping, ns: str, name: str) -> tupl
 
 
 def replace_failed(jobs: MPIJobClient, job: Mapping, ns: str, name: str, *,
-                   timeout_s: float = 120.0, poll_s: float = 2.0) -> dict:
+                   timeout_s: float = 120.0, poll_s: float = 2.0,
+                   already_deleting: bool = False) -> dict:
     """Delete the Failed MPIJob ``ns/name`` (Foreground), wait until it is gone (at most
-    ``timeout_s``), then create ``job``.
+    ``timeout_s``), then create ``job``. With ``already_deleting`` (the object carries a
+    ``deletionTimestamp``: someone, e.g. a cancelled earlier attempt, is deleting it) no
+    DELETE is sent; the wait and the create are the same.
 
     Raises:
         TimeoutError: the old MPIJob is still there after ``timeout_s``.
     """
-    log.warning("%s %s/%s of an earlier attempt has Failed; deleting it and creating "
-                "a new one", jobs.kind, ns, name)
-    jobs.delete(ns, name)
+    what = "is being deleted" if already_deleting else "has Failed; deleting it"
+    log.warning("%s %s/%s of an earlier attempt %s; creating a new one once it is gone",
+                jobs.kind, ns, name, what)
+    if not already_deleting:
+        jobs.delete(ns, name)
     end = time.monotonic() + timeout_s
     while jobs.get(ns, name) is not None:
         if time.monotonic() >= end:
-            raise TimeoutError(f"the Failed {jobs.kind} {ns}/{name} is still "
+            raise TimeoutError(f"the old {jobs.kind} {ns}/{name} is still "
                                f"there {timeout_s:.0f}s after its delete")
         jobs.sleep(poll_s)
     new_ns, new_name = job_identity(job)
     obj = jobs.create(new_ns, job)
-    log.info("created %s %s/%s in place of the Failed one", jobs.kind, new_ns, new_name)
+    log.info("created %s %s/%s in place of the old one", jobs.kind, new_ns, new_name)
     return obj
 
 
@@ -111,12 +116,15 @@ def create_or_attach(jobs: MPIJobClient, job: Mapping, record_path: str | os.Pat
     reattached = obj is not None
     if obj is None:
         obj, reattached = _create_or_get(jobs, job, ns, name)
-    if reattached and phase(obj) == "Failed":
+    meta = obj.get("metadata") or {}
+    deleting = bool(meta.get("deletionTimestamp"))
+    if reattached and (deleting or phase(obj) == "Failed"):
         # The name is deterministic per run and task and a finished MPIJob stays for
-        # ttlSecondsAfterFinished: re-attaching to a Failed one would fail every retry.
-        meta = obj.get("metadata") or {}
+        # ttlSecondsAfterFinished: re-attaching to a Failed one would fail every retry, and
+        # one being deleted (deletionTimestamp set) would vanish under the watch.
         obj = replace_failed(jobs, job, meta.get("namespace") or ns, meta.get("name") or name,
-                             timeout_s=replace_timeout_s, poll_s=poll_s)
+                             timeout_s=replace_timeout_s, poll_s=poll_s,
+                             already_deleting=deleting)
         reattached = False
     storage.write_text(record_path, ResourceRecord.of(obj).to_json())
     return obj, reattached

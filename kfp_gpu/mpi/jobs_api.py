@@ -16,6 +16,11 @@ from collections.abc import Callable, Iterator, Mapping
 from kfp_gpu.mpi import backends, retry
 from kfp_gpu.mpi.retry import DEFAULT_BACKOFF, Backoff
 
+#: ``_request_timeout`` of every call that is not a watch: (connect, read) seconds. Without
+#: it urllib3 waits forever on a half-open connection to the API server (kubernetes-client
+#: python, kubernetes/client/rest.py), and the launcher would hold the Workers' GPUs.
+REQUEST_TIMEOUT_S = (10, 60)
+
 log = logging.getLogger(__name__)
 
 
@@ -50,6 +55,7 @@ class MPIJobClient:
         return MPIJobClient(self.api_client, backoff, self.sleep, self.backend)
 
     def _call(self, what: str, fn: Callable, *args, **kwargs):
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT_S)
         return retry.call(self.backoff, what, fn, *args, sleep=self.sleep, **kwargs)
 
     def get(self, namespace: str, name: str) -> dict | None:

@@ -57,6 +57,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kfp_gpu.gpu.names import FRACTION_CONTAINER_ANNOTATION
 from kfp_gpu.mpi import crd
 from kfp_gpu.mpi.mpirun import mpirun_command
 from kfp_gpu.mpi.network import ISTIO_INJECT_ANNOTATION, MULTUS_ANNOTATION
@@ -143,10 +144,20 @@ def worker_template(opts: MPIJobOptions) -> dict:
     if scheduler:
         spec["schedulerName"] = scheduler
     _pod_identity(opts, spec)
-    annotations = {**_mesh_annotations(opts), **frag["annotations"]}
+    annotations = {**_mesh_annotations(opts),
+                   **gpu_container_annotation(frag["annotations"], "worker")}
     if opts.network.multus_networks:
         annotations[MULTUS_ANNOTATION] = opts.network.multus_networks
     return {"metadata": _meta(frag["labels"], annotations), "spec": spec}
+
+
+def gpu_container_annotation(annotations: Mapping[str, str], container: str) -> dict:
+    """``annotations`` with KAI's ``gpu-fraction-container-name`` (set for KFP's ``main``
+    by the request) naming ``container``, the one that uses the GPU in our own pods."""
+    out = dict(annotations)
+    if FRACTION_CONTAINER_ANNOTATION in out:
+        out[FRACTION_CONTAINER_ANNOTATION] = container
+    return out
 
 
 def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:
@@ -163,9 +174,15 @@ def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:
 
 
 def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
-    """Service account and PodSecurityContext, shared by Launcher and Workers."""
+    """Service account and PodSecurityContext, shared by Launcher and Workers.
+
+    Without a service account the pods get no API token (``automountServiceAccountToken:
+    false``): mpirun reaches the Workers over ssh, and no rank talks to the Kubernetes API.
+    """
     if opts.placement.service_account:
         spec["serviceAccountName"] = opts.placement.service_account
+    else:
+        spec["automountServiceAccountToken"] = False
     security = opts.ssh.pod_security_context()
     if security:
         spec["securityContext"] = security

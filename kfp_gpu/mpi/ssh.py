@@ -69,7 +69,12 @@ class SshOptions:
         """
         pairs = (("runAsUser", self.run_as_user), ("runAsGroup", self.run_as_group),
                  ("fsGroup", self.fs_group))
-        return {key: value for key, value in pairs if value is not None}
+        out = {key: value for key, value in pairs if value is not None}
+        if self.fs_group is not None:
+            # Chown a volume only when its root does not match already: a large shared PVC
+            # is not walked file by file at every pod start (Kubernetes >= 1.23 GA).
+            out["fsGroupChangePolicy"] = "OnRootMismatch"
+        return out
 
 
 #: SSH options for an image whose sshd runs as root (``/root/.ssh``, system config).

@@ -205,7 +205,7 @@ def _pod_patch(opts: MPIJobOptions) -> dict:
     """The pod template patch both replicated jobs get (metadata + PodSpecPatch)."""
     frag = opts.gpu_request().pod_fragment()
     place = opts.placement
-    annotations = dict(frag["annotations"])
+    annotations = mpijob.gpu_container_annotation(frag["annotations"], "node")
     if opts.network.multus_networks:
         annotations[MULTUS_ANNOTATION] = opts.network.multus_networks
     spec: dict[str, Any] = {}

@@ -7,8 +7,9 @@ builds under any Keras 3 backend (``KERAS_BACKEND=tensorflow`` in the images,
 Keras picks the cuDNN LSTM kernel only when activation="tanh",
 recurrent_activation="sigmoid", recurrent_dropout=0, unroll=False and use_bias=True
 (keras/src/backend/tensorflow/rnn.py ``cudnn_ok``; keras/src/backend/torch/rnn.py
-``cudnn_ok`` applies the same rules); any other value silently falls back to the generic
-kernel, about 10x slower on a GPU (the seed article's 164 s vs 18 s per epoch on a K80).
+``cudnn_ok`` checks the same settings, but that backend also falls back silently when the
+cuDNN call itself raises, so only a profile proves cuDNN there: docs/benchmarks.md, GPU);
+any other value silently falls back to the generic kernel, about 10x slower on a GPU (the seed article's 164 s vs 18 s per epoch on a K80).
 :func:`check_cudnn_eligible` refuses such settings before training. Input dropout
 (``dropout=``) keeps eligibility.
 """

@@ -100,8 +100,9 @@ def test_kfp_executor_and_tensorflow_run(name, image, run_in):
 
 
 def test_horovod_trainer_entry_point_answers(image, run_in):
-    out = run_in(image("horovod"), ["python", "-m", module_path("horovod_train.py"), "--help"])
-    assert "--steps" in out.check() or "--epochs" in out.output
+    """What the MPIJob's ranks run (kfp_gpu.mpi.options: program kfp-gpu train-resnet)."""
+    out = run_in(image("horovod"), ["kfp-gpu", "train-resnet", "--help"]).check()
+    assert "--epochs" in out and "--steps" in out and "--allreduce" in out
 
 
 def test_horovod_mpi_build_and_mpirun(image, run_in):

@@ -16,7 +16,7 @@ LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     *((crd.GROUP, crd.PLURAL, verb) for verb in ("create", "delete", "get", "list", "watch")),
     *((trainjob.GROUP, trainjob.PLURAL, verb)
       for verb in ("create", "delete", "get", "list", "watch")),
-    ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
+    ("", "pods", "get"), ("", "pods", "list"),
     ("", "pods/log", "get"),
     ("", "events", "list"),
 )

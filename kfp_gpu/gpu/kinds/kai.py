@@ -8,7 +8,13 @@ import math
 from dataclasses import dataclass
 
 from kfp_gpu.gpu.kinds.base import ACCEPTED, Kind, num, parse_int
-from kfp_gpu.gpu.names import DEFAULT_QUEUE_LABEL, FRACTION_ANNOTATION, MEMORY_ANNOTATION
+from kfp_gpu.gpu.names import (
+    DEFAULT_QUEUE_LABEL,
+    FRACTION_ANNOTATION,
+    FRACTION_CONTAINER_ANNOTATION,
+    KFP_MAIN_CONTAINER,
+    MEMORY_ANNOTATION,
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,9 @@ class Fraction(_Kai):
         return float(r.fraction)
 
     def annotations(self, r):
-        return {FRACTION_ANNOTATION: num(r.fraction)}
+        # The pod templates this project writes (MPIJob/TrainJob) rename the container.
+        return {FRACTION_ANNOTATION: num(r.fraction),
+                FRACTION_CONTAINER_ANNOTATION: KFP_MAIN_CONTAINER}
 
     def text(self, r):
         return num(r.fraction), []
@@ -104,7 +112,8 @@ class GpuMemory(_Kai):
             raise ValueError(f"gpu-memory: MiB must be an integer >= 1, got {r.memory_mib!r}")
 
     def annotations(self, r):
-        return {MEMORY_ANNOTATION: str(r.memory_mib)}
+        return {MEMORY_ANNOTATION: str(r.memory_mib),
+                FRACTION_CONTAINER_ANNOTATION: KFP_MAIN_CONTAINER}
 
     def text(self, r):
         return str(r.memory_mib), []
