@@ -216,6 +216,41 @@ def test_kai_crd_present_makes_fractions_schedulable(tmp_path):
         assert res.exit_code == 1 and "KAI Scheduler" in res.output
 
 
+def test_kfp_backend_older_than_the_pipeline_needs(tmp_path, rbac_objects):
+    """resnet-horovod's MPIJob component uses taskConfigPassthroughs: KFP backend >= 2.15.0
+    (kubeflow/pipelines #12185); healthz tag_name tells the backend release."""
+    with FakeCluster(rbac_objects=rbac_objects) as c, FakeKfp(tag_name="2.14.3") as kfp:
+        res = run(c, tmp_path, "--pipeline", "resnet-horovod", "--kfp-host", kfp.url)
+        assert res.exit_code == 1 and "2.14.3 is older than 2.15.0" in res.output, res.output
+    with FakeCluster(rbac_objects=rbac_objects) as c, FakeKfp(tag_name="unknown") as kfp:
+        res = run(c, tmp_path, "--pipeline", "resnet-horovod", "--kfp-host", kfp.url)
+        assert "warning: KFP backend version 'unknown'" in res.output
+        assert "older than" not in res.output
+
+
+def test_backend_requirements_of_compiled_specs():
+    from kfp_gpu.cluster import kfp_api
+
+    spec = {"deploymentSpec": {"executors": {"exec-t": {"container": {"resources": {
+        "accelerator": {"resourceType": "nvidia.com/gpu",
+                        "resourceCount": "{{$.inputs.parameters['pipelinechannel--n']}}"}}}}}}}
+    need = kfp_api.backend_requirements(spec)
+    assert [v for v, _ in need] == [(2, 4, 0)]
+    assert kfp_api.version_problems("2.3.0", need)[0] == [
+        ("KFP backend 2.3.0 is older than 2.4.0, needed because exec-t: accelerator count is "
+        "a pipeline parameter")]
+    assert kfp_api.version_problems("v2.4.0", need) == ([], [])
+    spec["deploymentSpec"]["executors"]["exec-t"]["container"]["resources"]["accelerator"][
+        "resourceCount"] = "2"
+    assert kfp_api.backend_requirements(spec) == []
+    # the needs of such a pipeline are still computed (a parameter counts as one device)
+    assert doctor.needs_from_pipeline(
+        {**spec, "deploymentSpec": {"executors": {"exec-t": {"container": {"resources": {
+            "accelerator": {"resourceType": "nvidia.com/gpu",
+                            "resourceCount": "{{$.inputs.parameters['n']}}"}}}}}}}
+    ).resources == {"nvidia.com/gpu": 1}
+
+
 def test_kfp_api_not_answering(tmp_path):
     with FakeCluster() as c, FakeKfp(tokens={"x"}) as kfp:
         res = run(c, tmp_path, "--kfp-host", kfp.url)

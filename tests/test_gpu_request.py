@@ -234,7 +234,7 @@ def test_pod_fragment_hami_full_form_and_fraction():
     assert {"name": "KFP_GPU_MEMORY_MIB", "value": "8000"} in f["env"]
     f = gpu.parse("fraction:0.5,queue=research").pod_fragment()
     assert f["resources"] == {"limits": {}, "requests": {}}
-    assert f["annotations"] == {"gpu-fraction": "0.5"}
+    assert f["annotations"] == {"gpu-fraction": "0.5"}  # one-container pod: KAI's default
     assert gpu.parse("fraction:0.5").pod_fragment(container="worker")["annotations"] == {
         "gpu-fraction": "0.5", "gpu-fraction-container-name": "worker"}
     assert "gpu-fraction-container-name" not in gpu.parse("gpu:1").pod_fragment(
@@ -373,3 +373,31 @@ def test_shared_product_selector_carries_gfd_shared_suffix():
         .pod_fragment()
     assert frag["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED",
                                     "nvidia.com/gpu.sharing-strategy": "time-slicing"}
+
+
+@pytest.mark.parametrize("text, labels", [
+    ("gpu:1,queue=team-a", {"kai.scheduler/queue": "team-a"}),
+    ("mig:1g.10gb,queue=team-a", {"kai.scheduler/queue": "team-a"}),
+    ("shared:1,replicas=4,queue=q,queue-label=runai/queue", {"runai/queue": "q"}),
+    ("metagpu:25,queue=q", {"kai.scheduler/queue": "q"}),
+    ("hami:1,mem=8000,queue=q", {"kai.scheduler/queue": "q"}),
+    ("fraction:0.5,queue=q", {"kai.scheduler/queue": "q"}),
+    ("none,queue=cpu-jobs", {"kai.scheduler/queue": "cpu-jobs"}),
+])
+def test_queue_label_for_every_kind(text, labels, tmp_path):
+    """KAI default_grouper.go CalcPodGroupQueue reads the queue label of any pod it
+    schedules, whatever it requests."""
+    r = gpu.parse(text)
+    assert r.labels() == labels
+    assert gpu.parse(r.to_text()) == r
+    assert r.pod_fragment()["labels"] == labels
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got, _ = compile_one(text, tmp_path)
+    assert got["labels"] == labels
+
+
+def test_queue_label_needs_a_queue_name():
+    with pytest.raises(ValueError, match="queue=NAME"):
+        gpu.parse("gpu:1,queue-label=runai/queue")
+    assert gpu.parse("none") == gpu.GpuRequest() and gpu.parse("cpu").labels() == {}

@@ -227,3 +227,14 @@ def test_multi_user_kfp_needs_a_namespace():
         # Idempotent within the namespace, too.
         assert cli(PIPELINE, "--host", kfp.url, "--version", "v1", "-n", "team-a").exit_code == 0
         assert len(kfp.pipelines) == 1 and len(kfp.versions) == 2
+
+
+def test_backend_too_old_for_task_config_passthroughs_is_refused_before_upload(monkeypatch):
+    """resnet-horovod needs KFP backend >= 2.15.0 (taskConfigPassthroughs); healthz says
+    2.14.3 -> nothing is uploaded and the message names the version."""
+    with FakeKfp(tokens={"s3cret"}, tag_name="2.14.3") as kfp:
+        monkeypatch.setenv(kfp_api.TOKEN_ENV, "s3cret")
+        res = cli("resnet-horovod", "--host", kfp.url, "--experiment", "ci")
+        assert res.exit_code != 0
+        assert "older than 2.15.0" in res.output, res.output
+        assert not kfp.pipelines

@@ -152,7 +152,8 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
 
     Raises:
         ValueError: bad pipeline reference or parameters (before anything is uploaded).
-        RuntimeError: the KFP API refused or failed a call (message has status and body).
+        RuntimeError: the KFP API refused or failed a call (message has status and body),
+            or its backend (healthz tag_name) is older than the pipeline needs.
     """
     import yaml
 
@@ -164,10 +165,15 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
     token = token if token is not None else kfp_api.kfp_token()
     host = host.rstrip("/")
 
-    ok, detail = kfp_api.kfp_healthz(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
-    if not ok:
-        raise RuntimeError(f"the KFP API at {host} does not answer: {detail}")
-    if "multi-user" in detail and not namespace:
+    health = kfp_api.kfp_health(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
+    if not health.ok:
+        raise RuntimeError(f"the KFP API at {host} does not answer: {health.detail}")
+    too_old, unsure = kfp_api.version_problems(health.tag, kfp_api.backend_requirements(spec))
+    if too_old:
+        raise RuntimeError(f"the KFP at {host} cannot run {name}: " + "; ".join(too_old))
+    for w in unsure:
+        echo(f"warning: {w}")
+    if "multi-user" in health.detail and not namespace:
         raise ValueError(f"the KFP at {host} is multi-user: give --namespace (your profile "
                          "namespace)")
 

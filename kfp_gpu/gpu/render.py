@@ -61,10 +61,13 @@ def apply_to_task(r, task, count=None):
         KfpCannotExpressWarning: for ``hami`` except ``hami:1,mem=M`` (which the task
             carries as ``nvidia.com/gpumem: M``), see :mod:`kfp_gpu.gpu.kinds.hami`.
     """
-    if r.kind == "none":
-        return task
     # kfp-kubernetes is only needed when a pipeline is compiled.
     from kfp import kubernetes
+
+    if r.kind == "none":
+        for key, value in r.labels().items():  # a queue on a CPU-only task
+            kubernetes.add_pod_label(task, label_key=key, label_value=value)
+        return task
 
     env = r.env()
     kind = REGISTRY[r.kind]

@@ -28,8 +28,9 @@ takes ``replicas=R`` (the plugin's replicas per GPU: the memory share becomes N/
 ``nvidia.com/gpu.sharing-strategy``), ``renamed=true`` (``renameByDefault``:
 ``nvidia.com/gpu.shared``; without it GFD labels the product ``<P>-SHARED``, which the
 product selector then uses) and ``allow-multiple=true`` (``shared:N>1`` on a time-slicing
-config without ``failRequestsGreaterThanOne``); ``fraction`` and ``gpu-memory`` take ``queue=NAME`` (label
-``kai.scheduler/queue``) and ``queue-label=KEY`` (e.g. ``runai/queue`` on Run:ai);
+config without ``failRequestsGreaterThanOne``); every kind (``none`` too: KAI
+queues every pod it schedules) takes ``queue=NAME`` (label ``kai.scheduler/queue``) and
+``queue-label=KEY`` (e.g. ``runai/queue`` on Run:ai);
 ``hami`` takes ``mem=MiB`` and ``cores=PERCENT``.
 
 Other upstream names: toleration ``nvidia.com/gpu`` Exists NoSchedule -- the taint GPU node
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 from kfp_gpu.gpu import render
 from kfp_gpu.gpu.kinds import KINDS, REGISTRY
 from kfp_gpu.gpu.kinds.base import ACCEPTED, num
-from kfp_gpu.gpu.kinds.kai import KaiQueue
+from kfp_gpu.gpu.kinds.kai import QUEUE_OPTIONS, KaiQueue, queue_from
 from kfp_gpu.gpu.kinds.shared import Sharing
 from kfp_gpu.gpu.names import (
     GPU_TOLERATION_KEY,
@@ -89,7 +90,7 @@ class GpuRequest:
         units: MetaGPU units, 1..100 (kind ``metagpu``).
         cores: HAMi ``nvidia.com/gpucores`` percent 1..100, 0 = not given.
         sharing: ``shared``: the plugin's replicas per GPU, strategy, renamed resource.
-        queue: ``fraction`` / ``gpu-memory``: the KAI/Run:ai queue (name, label key).
+        queue: the KAI/Run:ai queue (name, label key), any kind.
         unchecked: ``mig``: the profile was not checked against the MIG tables
             (``unchecked=true``, for profiles newer than the tables).
     """
@@ -181,8 +182,8 @@ class GpuRequest:
         return REGISTRY[self.kind].annotations(self)
 
     def labels(self) -> dict[str, str]:
-        """Pod labels (the KAI/Run:ai queue)."""
-        return REGISTRY[self.kind].labels(self)
+        """Pod labels: the KAI/Run:ai queue (any kind, ``none`` included)."""
+        return {**self.queue.labels(), **REGISTRY[self.kind].labels(self)}
 
     # ---------------------------------------------------------------- renderings
     def apply_to_task(self, task, count=None):
@@ -198,9 +199,9 @@ class GpuRequest:
     def to_text(self) -> str:
         """The canonical text form; ``parse(r.to_text()) == r``."""
         if self.kind == "none":
-            return "none"
+            return ",".join(["none", *self.queue.options()])
         head, opts = REGISTRY[self.kind].text(self)
-        return ",".join([f"{self.kind}:{head}", *opts])
+        return ",".join([f"{self.kind}:{head}", *opts, *self.queue.options()])
 
     def __str__(self) -> str:
         return self.to_text()
@@ -214,7 +215,7 @@ class GpuRequest:
 
 def _options(text: str, kind: str, rest: list[str]) -> dict[str, str]:
     opts: dict[str, str] = {}
-    accepted = REGISTRY[kind].options
+    accepted = REGISTRY[kind].options | QUEUE_OPTIONS
     for kv in rest:
         key, eq, val = kv.partition("=")
         key = key.strip().lower()
@@ -244,11 +245,15 @@ def parse(text: str | GpuRequest) -> GpuRequest:
     if not isinstance(text, str):
         raise TypeError(f"GPU request must be text, got {type(text).__name__}; {ACCEPTED}")
     t = text.strip()
-    if t.lower() in ("", "none", "cpu"):
-        return GpuRequest()
     head, *rest = [p.strip() for p in t.split(",")]
+    if head.lower() in ("", "none", "cpu"):
+        return GpuRequest(queue=queue_from(_options(text, "none", rest)))
     kind, sep, value = head.partition(":")
     kind = kind.strip().lower()
     if kind not in KINDS or kind == "none" or not sep:
         raise ValueError(f"invalid GPU request {text!r}; {ACCEPTED}")
-    return GpuRequest(**REGISTRY[kind].parse(value.strip(), _options(text, kind, rest)))
+    opts = _options(text, kind, rest)
+    fields = REGISTRY[kind].parse(value.strip(), opts)
+    if fields:  # gpu:0 is the empty request
+        fields["queue"] = queue_from(opts)
+    return GpuRequest(**fields)

@@ -67,6 +67,8 @@ class FakeKfp:
     tokens: set = field(default_factory=set)
     read_only_tokens: set = field(default_factory=set)
     multi_user: bool = False
+    #: healthz ``tag_name`` (the backend release; the pinned SDK's by default).
+    tag_name: str = "2.17.0"
     script: list = field(default_factory=lambda: [("PENDING", 0.1), ("RUNNING", 0.3),
                                                   ("SUCCEEDED", 0)])
     failed_task: str = "train-text-classifier"
@@ -261,7 +263,7 @@ class _Handler(JsonHandler):
         try:
             if path == f"{API}/healthz" and method == "GET":
                 self._auth(False)
-                return self.send_json(200, {"commit_sha": "0f1e2d3c", "tag_name": "2.5.0",
+                return self.send_json(200, {"commit_sha": "0f1e2d3c", "tag_name": k.tag_name,
                                         "multi_user": k.multi_user})
             self._auth(method != "GET")
             with k._lock:

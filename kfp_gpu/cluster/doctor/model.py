@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from kfp_gpu import gpu
+from kfp_gpu.cluster.kfp_api import KfpHealth
 
 DEFAULT_NAMESPACE = "kubeflow"
 #: KFP's runner account (standalone; multi-user: default-editor), bound by manifests/rbac.
@@ -105,8 +106,7 @@ class ClusterFacts:
     crds: dict[str, Crd] = field(default_factory=dict)
     runtimes: RuntimeFacts = field(default_factory=RuntimeFacts)
     kfp_host: str = ""
-    kfp_ok: bool | None = None
-    kfp_detail: str = ""
+    kfp: KfpHealth | None = None
     namespace: str = DEFAULT_NAMESPACE
     subject: str = ""
     access: list[Access] = field(default_factory=list)
@@ -128,6 +128,8 @@ class Needs:
         source: where the needs came from, for the report.
         backend: the kind that job is: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow
             Trainer v2; ``--backend``).
+        kfp_min: minimum KFP backend versions with their reasons
+            (:func:`kfp_gpu.cluster.kfp_api.backend_requirements`).
     """
 
     request: gpu.GpuRequest | None = None
@@ -136,6 +138,7 @@ class Needs:
     mpi: bool = False
     source: str = ""
     backend: str = "mpijob"
+    kfp_min: list[tuple[tuple[int, int, int], str]] = field(default_factory=list)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kfp_gpu import gpu
+from kfp_gpu.cluster import kfp_api
 from kfp_gpu.cluster.doctor.model import Needs
 
 
@@ -45,13 +46,17 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
     pipeline = docs[0]
     executors = pipeline.get("deploymentSpec", {}).get("executors", {})
     mpi = any(_creates_mpijob(e.get("container", {})) for e in executors.values())
+    kfp_min = kfp_api.backend_requirements(pipeline)
     if request is not None:
-        return needs_from_request(request, mpi=mpi, source=source)
+        out = needs_from_request(request, mpi=mpi, source=source)
+        out.kfp_min = kfp_min
+        return out
     resources: dict[str, int] = {}
     for e in executors.values():
         acc = e.get("container", {}).get("resources", {}).get("accelerator", {})
         rtype = acc.get("resourceType") or acc.get("type")
-        count = int(acc.get("resourceCount") or acc.get("count") or 0)
+        text = str(acc.get("resourceCount") or acc.get("count") or 0)
+        count = int(text) if text.isdigit() else 1  # a parameter: at least one
         if rtype and count:
             resources[rtype] = max(resources.get(rtype, 0), count)
     selector: dict[str, str] = {}
@@ -60,4 +65,5 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
         for e in (k8s.get("deploymentSpec", {}).get("executors") or {}).values():
             ns = e.get("nodeSelector") or {}
             selector.update(ns.get("labels") or {})
-    return Needs(resources=resources, node_selector=selector, mpi=mpi, source=source)
+    return Needs(resources=resources, node_selector=selector, mpi=mpi, source=source,
+                 kfp_min=kfp_min)

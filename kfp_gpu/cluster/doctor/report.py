@@ -54,16 +54,21 @@ from kfp_gpu.cluster.doctor.nodes import nodes_section, read_nodes, request_sect
 from kfp_gpu.cluster.doctor.rbac import access_section, read_access
 
 
-def kfp_section(rep: Report, facts: ClusterFacts) -> None:
-    """The KFP API's healthz row; a problem when it does not answer."""
+def kfp_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
+    """The KFP API's healthz row; a problem when it does not answer, or when its backend
+    (healthz ``tag_name``) is older than the pipeline needs (``needs.kfp_min``)."""
     if not facts.kfp_host:
         return
-    rep.sections.append(("Kubeflow Pipelines API", ("host", "healthz"),
-                         [(facts.kfp_host, ("ok " if facts.kfp_ok else "FAILED ")
-                           + facts.kfp_detail)]))
-    if not facts.kfp_ok:
-        rep.problems.append(f"the KFP API at {facts.kfp_host} does not answer: "
-                            f"{facts.kfp_detail}")
+    h = facts.kfp or kfp_api.KfpHealth(False, "not checked")
+    rep.sections.append(("Kubeflow Pipelines API", ("host", "healthz", "version"),
+                         [(facts.kfp_host, ("ok " if h.ok else "FAILED ") + h.detail,
+                           h.tag or "-")]))
+    if not h.ok:
+        rep.problems.append(f"the KFP API at {facts.kfp_host} does not answer: {h.detail}")
+        return
+    problems, warnings = kfp_api.version_problems(h.tag, needs.kfp_min)
+    rep.problems.extend(problems)
+    rep.warnings.extend(warnings)
 
 
 def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
@@ -75,7 +80,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
     nodes_section(rep, facts, needs)
     crds_section(rep, facts, needs)
     backends_section(rep, facts, needs)
-    kfp_section(rep, facts)
+    kfp_section(rep, facts, needs)
     access_section(rep, facts, needs)
     request_section(rep, facts, needs)
     return rep
@@ -98,6 +103,5 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     read_access(api_client, facts, service_account)
     if kfp_host:
         facts.kfp_host = kfp_host
-        facts.kfp_ok, facts.kfp_detail = kfp_api.kfp_healthz(kfp_host, kfp_token, kfp_ca_cert,
-                                                             kfp_verify)
+        facts.kfp = kfp_api.kfp_health(kfp_host, kfp_token, kfp_ca_cert, kfp_verify)
     return facts

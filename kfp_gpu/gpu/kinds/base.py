@@ -16,8 +16,9 @@ _INT = re.compile(r"^\d+$")
 #: The accepted text forms, appended to every parse error.
 ACCEPTED = ("accepted: 'none', 'gpu:N[,product=P]', 'mig:PROFILE[,model=M][,unchecked=true]', "
             "'shared:N[,replicas=R][,strategy=time-slicing|mps][,renamed=true]', "
-            "'fraction:F' (0<F<1)[,queue=Q], 'gpu-memory:MiB[,queue=Q]', "
-            "'metagpu:UNITS' (integer 1..100, 100 = 1 GPU), 'hami:N[,mem=MiB][,cores=1..100]'")
+            "'fraction:F' (0<F<1), 'gpu-memory:MiB', "
+            "'metagpu:UNITS' (integer 1..100, 100 = 1 GPU), 'hami:N[,mem=MiB][,cores=1..100]'; "
+            "every form takes [,queue=Q][,queue-label=K]")
 
 
 def num(x: float) -> str:

@@ -1,7 +1,7 @@
 """KAI Scheduler / Run:ai fractions: ``fraction:F`` (pod annotation ``gpu-fraction: "F"``)
 and ``gpu-memory:MiB`` (annotation ``gpu-memory: "MiB"``), no accelerator limit; the queue
-is a pod label (``kai.scheduler/queue``, or ``runai/queue`` on Run:ai via
-``queue-label=``). Upstream: NVIDIA/KAI-Scheduler docs ``docs/gpu-sharing``. The scheduler
+(any kind, :class:`KaiQueue`) is a pod label (``kai.scheduler/queue``, or ``runai/queue`` on
+Run:ai via ``queue-label=``). Upstream: NVIDIA/KAI-Scheduler docs ``docs/gpu-sharing``. The scheduler
 itself is chosen outside the pod spec KFP writes (namespace default / admission webhook)."""
 
 import math
@@ -17,13 +17,37 @@ from kfp_gpu.gpu.names import (
 
 @dataclass(frozen=True)
 class KaiQueue:
-    """The scheduling queue: label ``label`` = ``name`` on the pod ("" name = no label)."""
+    """The scheduling queue: label ``label`` = ``name`` on the pod ("" name = no label).
+
+    KAI groups every pod it schedules, of any resource kind, and reads the queue from the
+    top owner's or the pod's label (NVIDIA/KAI-Scheduler
+    pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go
+    ``CalcPodGroupQueue``; key ``kai.scheduler/queue``, Run:ai ``runai/queue``), so every
+    request kind takes ``queue=`` / ``queue-label=``.
+    """
 
     name: str = ""
     label: str = DEFAULT_QUEUE_LABEL
 
+    def labels(self) -> dict[str, str]:
+        return {self.label: self.name} if self.name else {}
 
-def _queue(opts: dict[str, str]) -> KaiQueue:
+    def options(self) -> list[str]:
+        """The text-form options (``queue=Q[,queue-label=K]``)."""
+        if not self.name:
+            return []
+        label = [f"queue-label={self.label}"] if self.label != DEFAULT_QUEUE_LABEL else []
+        return [f"queue={self.name}", *label]
+
+
+#: Options every kind accepts (they build the :class:`KaiQueue`).
+QUEUE_OPTIONS = frozenset({"queue", "queue-label"})
+
+
+def queue_from(opts: dict[str, str]) -> KaiQueue:
+    """The queue of parsed options; raises ValueError for a label without a queue name."""
+    if "queue-label" in opts and not opts.get("queue"):
+        raise ValueError("queue-label= needs queue=NAME")
     return KaiQueue(opts.get("queue", ""), opts.get("queue-label", DEFAULT_QUEUE_LABEL))
 
 
@@ -34,7 +58,6 @@ def _valid_fraction(f) -> bool:
 
 
 class _Kai(Kind):
-    options = frozenset({"queue", "queue-label"})
     names_container = True
 
     def share(self, r):
@@ -42,15 +65,6 @@ class _Kai(Kind):
 
     def gpus_per_pod(self, r):
         return 1
-
-    def labels(self, r):
-        return {r.queue.label: r.queue.name} if r.queue.name else {}
-
-    def queue_options(self, r) -> list[str]:
-        if not r.queue.name:
-            return []
-        label = [f"queue-label={r.queue.label}"] if r.queue.label != DEFAULT_QUEUE_LABEL else []
-        return [f"queue={r.queue.name}", *label]
 
 
 class Fraction(_Kai):
@@ -65,7 +79,7 @@ class Fraction(_Kai):
             raise ValueError(f"fraction must be a number with 0 < F < 1 (KAI rejects "
                              f"gpu-fraction >= 1), got {value!r}; for whole GPUs use "
                              f"'gpu:N'; {ACCEPTED}")
-        return {"kind": "fraction", "fraction": f, "queue": _queue(opts)}
+        return {"kind": "fraction", "fraction": f}
 
     def validate(self, r):
         if not _valid_fraction(r.fraction):
@@ -80,15 +94,14 @@ class Fraction(_Kai):
         return {FRACTION_ANNOTATION: num(r.fraction)}
 
     def text(self, r):
-        return num(r.fraction), self.queue_options(r)
+        return num(r.fraction), []
 
 
 class GpuMemory(_Kai):
     name = "gpu-memory"
 
     def parse(self, value, opts):
-        return {"kind": "gpu-memory", "memory_mib": parse_int(self.name, "MiB", value, lo=1),
-                "queue": _queue(opts)}
+        return {"kind": "gpu-memory", "memory_mib": parse_int(self.name, "MiB", value, lo=1)}
 
     def validate(self, r):
         if r.memory_mib < 1:
@@ -98,7 +111,7 @@ class GpuMemory(_Kai):
         return {MEMORY_ANNOTATION: str(r.memory_mib)}
 
     def text(self, r):
-        return str(r.memory_mib), self.queue_options(r)
+        return str(r.memory_mib), []
 
 
 FRACTION = Fraction()

@@ -100,8 +100,8 @@ class SharedReplicas(Kind):
         ``renamed=true`` the product keeps its name.
         """
         out = {}
-        if r.product and not r.sharing.renamed and not r.product.endswith("-SHARED"):
-            out[PRODUCT_LABEL] = f"{r.product}-SHARED"
+        if r.product and not r.sharing.renamed and not r.product.endswith(SHARED_SUFFIX):
+            out[PRODUCT_LABEL] = r.product + SHARED_SUFFIX
         if r.sharing.strategy:
             out[SHARING_STRATEGY_LABEL] = r.sharing.strategy
         return out
