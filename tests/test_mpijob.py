@@ -449,10 +449,15 @@ def test_istio_sidecar_off_on_launcher_and_workers_by_default():
     specs = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]
     for role in ("Launcher", "Worker"):
         assert _annotations(specs[role]["template"])["sidecar.istio.io/inject"] == "false"
+        # current Istio reads the label (istio.io "Controlling the injection policy")
+        labels = specs[role]["template"]["metadata"]["labels"]
+        assert labels["sidecar.istio.io/inject"] == "false"
     opted_in = mpijob.build(golden_options().replace(istio_sidecar=True))["spec"]
     for role in ("Launcher", "Worker"):
         assert "sidecar.istio.io/inject" not in _annotations(
             opted_in["mpiReplicaSpecs"][role]["template"])
+        assert "sidecar.istio.io/inject" not in opted_in["mpiReplicaSpecs"][role][
+            "template"]["metadata"].get("labels", {})
 
 
 def test_multus_network_on_workers_only():
