@@ -19,9 +19,10 @@ from kfp_gpu.mpi.options import MPIJobOptions
 from tests import upstream_crds
 
 HERE = Path(__file__).parent
-#: Rules mpi-operator enforces in its controller (kubeflow/mpi-operator
-#: pkg/apis/kubeflow/validation/validation.go: replicas, restartPolicy, cleanPodPolicy, name)
-#: but not in the CRD's openAPIV3Schema; the CRD itself is read in place (tests/upstream_crds.py).
+#: Rules the v0.8.2 CRD's openAPIV3Schema does not encode (Launcher replicas 1, Worker
+#: replicas >= 1, restartPolicy/cleanPodPolicy enums, backoffLimit >= 0, DNS-1035 name, no
+#: extra replica types); mpi-operator checks them in Go (pkg/apis/kubeflow/validation; path to
+#: be re-read). The CRD itself is read in place (tests/upstream_crds.py).
 CONTROLLER_RULES = json.loads((HERE / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 GOLDEN = HERE / "golden" / "mpijob_rdma_gpu8.yaml"
 #: Kubernetes version the pod templates are validated against (kubernetes client 30.x
