@@ -16,9 +16,14 @@ import yaml
 from kfp_gpu import gpu
 from kfp_gpu.mpi import mpijob, mpirun, names, network, ssh, volumes
 from kfp_gpu.mpi.options import MPIJobOptions
+from tests import upstream_crds
 
 HERE = Path(__file__).parent
-SCHEMA = json.loads((HERE / "schemas" / "mpijob-v2beta1.schema.json").read_text())
+#: Rules the v0.8.2 CRD's openAPIV3Schema does not encode (Launcher replicas 1, Worker
+#: replicas >= 1, restartPolicy/cleanPodPolicy enums, backoffLimit >= 0, DNS-1035 name, no
+#: extra replica types); mpi-operator checks them in Go (pkg/apis/kubeflow/validation; path to
+#: be re-read). The CRD itself is read in place (tests/upstream_crds.py).
+CONTROLLER_RULES = json.loads((HERE / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 GOLDEN = HERE / "golden" / "mpijob_rdma_gpu8.yaml"
 #: Kubernetes version the pod templates are validated against (kubernetes client 30.x
 #: speaks the 1.30 API).
@@ -52,8 +57,15 @@ def validate_pod_template(template: dict) -> None:
          "template": template}, K8S_VERSION, strict=True)
 
 
+REJECTED = (upstream_crds.CRDValidationError, jsonschema.ValidationError, KeyError)
+
+
 def validate_mpijob(job: dict) -> None:
-    jsonschema.Draft202012Validator(SCHEMA).validate(job)
+    """Against the upstream MPIJob CRD read in place (kubeflow/mpi-operator
+    manifests/base/kubeflow.org_mpijobs.yaml via tests/upstream_crds.py), strict: the CRD does
+    not reject unknown keys (the API server prunes them), so strict mode adds that check."""
+    upstream_crds.validate(job, strict=True)
+    jsonschema.Draft202012Validator(CONTROLLER_RULES).validate(job)
 
 
 def test_every_kind_is_covered():
@@ -202,11 +214,11 @@ def test_schema_rejects_what_the_operator_rejects():
         for part in filter(None, path.split(".")):
             node = node[part]
         node[key] = value
-        with pytest.raises(jsonschema.ValidationError):
+        with pytest.raises(REJECTED):
             validate_mpijob(job)
     job = json.loads(json.dumps(good))
     del job["spec"]["mpiReplicaSpecs"]["Launcher"]
-    with pytest.raises(jsonschema.ValidationError):
+    with pytest.raises(REJECTED):
         validate_mpijob(job)
 
 
@@ -438,10 +450,15 @@ def test_istio_sidecar_off_on_launcher_and_workers_by_default():
     specs = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]
     for role in ("Launcher", "Worker"):
         assert _annotations(specs[role]["template"])["sidecar.istio.io/inject"] == "false"
+        # current Istio reads the label (istio.io "Controlling the injection policy")
+        labels = specs[role]["template"]["metadata"]["labels"]
+        assert labels["sidecar.istio.io/inject"] == "false"
     opted_in = mpijob.build(golden_options().replace(istio_sidecar=True))["spec"]
     for role in ("Launcher", "Worker"):
         assert "sidecar.istio.io/inject" not in _annotations(
             opted_in["mpiReplicaSpecs"][role]["template"])
+        assert "sidecar.istio.io/inject" not in opted_in["mpiReplicaSpecs"][role][
+            "template"]["metadata"].get("labels", {})
 
 
 def test_multus_network_on_workers_only():
@@ -471,3 +488,20 @@ def test_pods_carry_no_api_token_and_chown_only_on_mismatch():
         assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
     named = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
     assert "automountServiceAccountToken" not in named["spec"]
+
+
+def test_upstream_crd_alone_checks_fields_and_unknown_keys():
+    """The upstream CRD (not the controller-rules schema) accepts the golden job and rejects
+    a bad enum and, in strict mode, an unknown key; non-strict it accepts the unknown key,
+    as the API server does (it prunes unknown fields instead of rejecting them)."""
+    good = yaml.safe_load(GOLDEN.read_text())
+    upstream_crds.validate(good)
+    bad_enum = json.loads(json.dumps(good))
+    bad_enum["spec"]["mpiImplementation"] = "MVAPICH"
+    with pytest.raises(upstream_crds.CRDValidationError, match="mpiImplementation"):
+        upstream_crds.validate(bad_enum)
+    unknown = json.loads(json.dumps(good))
+    unknown["spec"]["slotsPerWorkers"] = 1
+    with pytest.raises(upstream_crds.CRDValidationError, match="slotsPerWorkers"):
+        upstream_crds.validate(unknown)
+    upstream_crds.validate(unknown, strict=False)

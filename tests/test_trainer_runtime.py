@@ -85,6 +85,7 @@ def test_mpi_policy_matches_the_horovod_image_layout():
                                                 "runAsGroup": mj.MPI_USER_ID,
                                                 "fsGroup": mj.MPI_USER_ID}
         assert p["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert p["metadata"]["labels"] == {"sidecar.istio.io/inject": "false"}
         assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in p["spec"]["volumes"]
         # GPUs, RDMA and IPC_LOCK are per job (resourcesPerNode / runtimePatches)

@@ -54,6 +54,11 @@ def train_resnet_command(
         cfg.resolved()
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
+    # The Worker's device-plugin env (HAMi limits, ...) reaches sshd-started ranks only
+    # through this file (kfp_gpu.training.worker_env): load it before TensorFlow starts CUDA.
+    from kfp_gpu.training.worker_env import load_worker_env
+
+    load_worker_env()
     # TensorFlow and Horovod load here, on the ranks only.
     from kfp_gpu.training.horovod_train import run
 

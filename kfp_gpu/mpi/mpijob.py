@@ -146,7 +146,8 @@ def worker_template(opts: MPIJobOptions) -> dict:
     annotations = {**_mesh_annotations(opts), **frag["annotations"]}
     if opts.network.multus_networks:
         annotations[MULTUS_ANNOTATION] = opts.network.multus_networks
-    return {"metadata": _meta(frag["labels"], annotations), "spec": spec}
+    labels = {**frag["labels"], **mesh_labels(opts)}
+    return {"metadata": _meta(labels, annotations), "spec": spec}
 
 
 def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:
@@ -159,6 +160,13 @@ def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:
     the mesh. The pod annotation is Istio's documented per-pod opt-out
     (istio.io "Installing the Sidecar", controlling the injection policy).
     """
+    return {} if opts.network.istio_sidecar else {ISTIO_INJECT_ANNOTATION: "false"}
+
+
+def mesh_labels(opts: MPIJobOptions) -> dict[str, str]:
+    """The same opt-out as a pod **label**, the form current Istio documents (istio.io
+    "Installing the Sidecar" > "Controlling the injection policy"; the annotation is the
+    legacy form, still honoured): both are set so either Istio generation skips the pod."""
     return {} if opts.network.istio_sidecar else {ISTIO_INJECT_ANNOTATION: "false"}
 
 
@@ -196,7 +204,7 @@ def launcher_template(opts: MPIJobOptions) -> dict:
     _pod_identity(opts, spec)
     # No Multus network here: only the Workers' NCCL traffic uses the RDMA network; the
     # Launcher reaches the Workers' sshd over the pod network (their headless Service).
-    return {"metadata": _meta({}, _mesh_annotations(opts)), "spec": spec}
+    return {"metadata": _meta(mesh_labels(opts), _mesh_annotations(opts)), "spec": spec}
 
 
 def _meta(labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict:
