@@ -38,3 +38,15 @@ def test_docker_runner_binds_data_read_only(tmp_path):
     (mount,) = r.container_run_args["mounts"]
     assert mount["Source"] == str(tmp_path) and mount["ReadOnly"] is True
     assert r.container_run_args["user"] == "1000"
+
+
+def test_html_outputs_are_linked_generically(tmp_path):
+    page = tmp_path / "page"
+    page.write_text("<!DOCTYPE html><html><body>ok</body></html>")
+    other = tmp_path / "metrics"
+    other.write_text("{}")
+    outs = {"summary_page": {"uri": str(page)}, "metrics": {"uri": str(other)}}
+    local_run._link_html_reports(outs, tmp_path / "logs")
+    assert (tmp_path / "logs" / "summary_page.html").read_text().startswith("<!DOCTYPE")
+    assert outs["summary_page"]["html"].endswith("summary_page.html")
+    assert "html" not in outs["metrics"]

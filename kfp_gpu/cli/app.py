@@ -147,9 +147,9 @@ def _print_summary(s: dict) -> None:
         typer.echo(f"training: {tr['samples_per_sec']:.0f} samples/sec, "
                    f"{tr.get('seconds_per_epoch', 0):.1f} s/epoch, "
                    f"{tr.get('ms_per_step', 0):.1f} ms/step")
-    report = out.get("report")
-    if isinstance(report, dict) and report.get("uri"):
-        typer.echo(f"report: open file://{report.get('html', report['uri'])}")
+    for key, value in out.items():
+        if isinstance(value, dict) and value.get("html"):
+            typer.echo(f"{key}: open file://{value['html']}")
 
 
 # Commands from their own modules: each imports its library when it runs.

@@ -83,12 +83,26 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     if missing:
         raise RuntimeError(f"outputs {missing} missing after a SUCCESS status (task logs: "
                            f"{log_dir})")
-    report = outputs.get("report")
-    if isinstance(report, dict) and Path(report.get("uri", "")).is_file():
-        # KFP names the HTML artifact without an extension; browsers need one.
-        html = log_dir / "report.html"
-        shutil.copyfile(report["uri"], html)
-        report["html"] = str(html)
+    _link_html_reports(outputs, log_dir)
     return {"pipeline": name, "seconds": round(seconds, 1), "pipeline_root": root,
             "log_dir": str(log_dir), "parameters": kwargs, "outputs": outputs,
             "tasks": {t: [status, round(sec, 1)] for t, (status, sec) in stream.results.items()}}
+
+
+def _link_html_reports(outputs: dict, log_dir: Path) -> None:
+    """Copy every HTML artifact output to ``<log_dir>/<name>.html`` and record it as ``html``.
+
+    Generic on purpose (any output whose file starts like an HTML page): KFP names
+    artifact files without an extension, and browsers need one.
+    """
+    for key, value in outputs.items():
+        uri = Path(value.get("uri", "")) if isinstance(value, dict) else None
+        if uri is None or not uri.is_file():
+            continue
+        with uri.open("rb") as f:
+            head = f.read(512).lstrip().lower()
+        if head.startswith((b"<!doctype html", b"<html")):
+            html = log_dir / ("report.html" if key == "report" else f"{key}.html")
+            html.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(uri, html)
+            value["html"] = str(html)
