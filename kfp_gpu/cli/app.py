@@ -100,6 +100,9 @@ def run_cmd(
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Show every line of every task (always kept in the run's "
         "log folder).")] = False,
+    runner: Annotated[str, typer.Option(
+        "--runner", help="subprocess (this Python) or docker (each task in its image, "
+        "the locally built tags; needs a Docker engine).")] = "subprocess",
 ) -> None:
     """Run a pipeline. Only --local is supported here; use `kfp-gpu submit` for a cluster."""
     if not local:
@@ -112,7 +115,7 @@ def run_cmd(
     try:
         raw = params.split_pairs(param or [])
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
-                                data_dir=data_dir, verbose=verbose)
+                                data_dir=data_dir, verbose=verbose, runner=runner)
     except (ValueError, FileNotFoundError) as e:
         _fail(str(e))
     except RuntimeError as e:
@@ -144,9 +147,9 @@ def _print_summary(s: dict) -> None:
         typer.echo(f"training: {tr['samples_per_sec']:.0f} samples/sec, "
                    f"{tr.get('seconds_per_epoch', 0):.1f} s/epoch, "
                    f"{tr.get('ms_per_step', 0):.1f} ms/step")
-    report = out.get("report")
-    if isinstance(report, dict) and report.get("uri"):
-        typer.echo(f"report: open file://{report.get('html', report['uri'])}")
+    for key, value in out.items():
+        if isinstance(value, dict) and value.get("html"):
+            typer.echo(f"{key}: open file://{value['html']}")
 
 
 # Commands from their own modules: each imports its library when it runs.
