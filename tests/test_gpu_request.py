@@ -234,9 +234,11 @@ def test_pod_fragment_hami_full_form_and_fraction():
     assert {"name": "KFP_GPU_MEMORY_MIB", "value": "8000"} in f["env"]
     f = gpu.parse("fraction:0.5,queue=research").pod_fragment()
     assert f["resources"] == {"limits": {}, "requests": {}}
-    assert f["annotations"] == {"gpu-fraction": "0.5", "gpu-fraction-container-name": "main"}
+    assert f["annotations"] == {"gpu-fraction": "0.5"}
     assert gpu.parse("fraction:0.5").pod_fragment(container="worker")["annotations"] == {
         "gpu-fraction": "0.5", "gpu-fraction-container-name": "worker"}
+    assert "gpu-fraction-container-name" not in gpu.parse("gpu:1").pod_fragment(
+        container="worker")["annotations"]
     assert f["labels"] == {"kai.scheduler/queue": "research"}
     assert f["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
                                  "effect": "NoSchedule"}]

@@ -57,7 +57,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_gpu.gpu.names import FRACTION_CONTAINER_ANNOTATION
 from kfp_gpu.mpi import crd
 from kfp_gpu.mpi.mpirun import mpirun_command
 from kfp_gpu.mpi.network import ISTIO_INJECT_ANNOTATION, MULTUS_ANNOTATION
@@ -124,7 +123,7 @@ def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
 def worker_template(opts: MPIJobOptions) -> dict:
     """PodTemplateSpec of a Worker: GPU request, RDMA, IPC_LOCK, /dev/shm, NCCL env, and
     the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each)."""
-    frag = opts.gpu_request().pod_fragment()
+    frag = opts.gpu_request().pod_fragment(container="worker")  # KAI: the GPU container
     place = opts.placement
     shm: dict[str, str] = {"medium": "Memory"}
     if opts.resources.shm_size:
@@ -144,20 +143,10 @@ def worker_template(opts: MPIJobOptions) -> dict:
     if scheduler:
         spec["schedulerName"] = scheduler
     _pod_identity(opts, spec)
-    annotations = {**_mesh_annotations(opts),
-                   **gpu_container_annotation(frag["annotations"], "worker")}
+    annotations = {**_mesh_annotations(opts), **frag["annotations"]}
     if opts.network.multus_networks:
         annotations[MULTUS_ANNOTATION] = opts.network.multus_networks
     return {"metadata": _meta(frag["labels"], annotations), "spec": spec}
-
-
-def gpu_container_annotation(annotations: Mapping[str, str], container: str) -> dict:
-    """``annotations`` with KAI's ``gpu-fraction-container-name`` (set for KFP's ``main``
-    by the request) naming ``container``, the one that uses the GPU in our own pods."""
-    out = dict(annotations)
-    if FRACTION_CONTAINER_ANNOTATION in out:
-        out[FRACTION_CONTAINER_ANNOTATION] = container
-    return out
 
 
 def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:

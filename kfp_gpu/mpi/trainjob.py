@@ -203,9 +203,9 @@ def resources_per_node(opts: MPIJobOptions) -> dict:
 
 def _pod_patch(opts: MPIJobOptions) -> dict:
     """The pod template patch both replicated jobs get (metadata + PodSpecPatch)."""
-    frag = opts.gpu_request().pod_fragment()
+    frag = opts.gpu_request().pod_fragment(container="node")  # KAI: the GPU container
     place = opts.placement
-    annotations = mpijob.gpu_container_annotation(frag["annotations"], "node")
+    annotations = dict(frag["annotations"])
     if opts.network.multus_networks:
         annotations[MULTUS_ANNOTATION] = opts.network.multus_networks
     spec: dict[str, Any] = {}

@@ -11,8 +11,6 @@ from kfp_gpu.gpu.kinds.base import ACCEPTED, Kind, num, parse_int
 from kfp_gpu.gpu.names import (
     DEFAULT_QUEUE_LABEL,
     FRACTION_ANNOTATION,
-    FRACTION_CONTAINER_ANNOTATION,
-    KFP_MAIN_CONTAINER,
     MEMORY_ANNOTATION,
 )
 
@@ -93,9 +91,7 @@ class Fraction(_Kai):
         return float(r.fraction)
 
     def annotations(self, r):
-        # The pod templates this project writes (MPIJob/TrainJob) rename the container.
-        return {FRACTION_ANNOTATION: num(r.fraction),
-                FRACTION_CONTAINER_ANNOTATION: KFP_MAIN_CONTAINER}
+        return {FRACTION_ANNOTATION: num(r.fraction)}
 
     def text(self, r):
         return num(r.fraction), []
@@ -112,8 +108,7 @@ class GpuMemory(_Kai):
             raise ValueError(f"gpu-memory: MiB must be an integer >= 1, got {r.memory_mib!r}")
 
     def annotations(self, r):
-        return {MEMORY_ANNOTATION: str(r.memory_mib),
-                FRACTION_CONTAINER_ANNOTATION: KFP_MAIN_CONTAINER}
+        return {MEMORY_ANNOTATION: str(r.memory_mib)}
 
     def text(self, r):
         return str(r.memory_mib), []
