@@ -2,7 +2,8 @@
 
 Commands: ``compile`` (all components and pipelines; ``--check`` for staleness),
 ``run`` (a pipeline locally with kfp.local), and the commands of :mod:`kfp_gpu.cli.doctor`,
-:mod:`kfp_gpu.cli.submit` and :mod:`kfp_gpu.cli.train_resnet`. Library modules are
+:mod:`kfp_gpu.cli.submit`, :mod:`kfp_gpu.cli.train_resnet` and
+:mod:`kfp_gpu.cli.mpijob`. Library modules are
 imported inside the command functions, so ``kfp-gpu --help`` loads neither TensorFlow nor
 the Kubernetes client.
 """
@@ -19,7 +20,7 @@ from typing import Annotated
 import typer
 
 from kfp_gpu import __version__
-from kfp_gpu.cli import doctor, submit, train_resnet
+from kfp_gpu.cli import doctor, mpijob, submit, train_resnet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Kubeflow Pipelines components and pipelines for GPU training.")
@@ -156,6 +157,7 @@ def _print_summary(s: dict) -> None:
 app.command("doctor")(doctor.doctor_command)
 app.command("submit")(submit.submit_command)
 app.command("train-resnet")(train_resnet.train_resnet_command)
+app.add_typer(mpijob.app, name="mpijob")
 
 
 def main() -> None:

@@ -32,41 +32,16 @@ pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 UID = ssh.MPI_USER_ID
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
-        pytest.fail(f"{reason} (CI=true: the container tests must run)", pytrace=False)
-    pytest.skip(reason)
+@pytest.fixture(scope="module")
+def docker_engine(docker_client):
+    """The shared ``docker_client`` (tests/containers/conftest.py) under this file's name."""
+    return docker_client
 
 
 @pytest.fixture(scope="module")
-def docker_engine():
-    """A ``docker.DockerClient`` for ``DOCKER_HOST`` (minimal stand-in for the shared
-    ``docker_client`` fixture of tests/containers/conftest.py)."""
-    try:
-        import docker
-    except ImportError:
-        _unavailable("the docker Python SDK is not installed (pip install -e '.[dev]')")
-    try:
-        client = docker.from_env(timeout=300)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        _unavailable(f"no Docker engine at {os.environ.get('DOCKER_HOST', '(default)')}: {exc}")
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def horovod_image(docker_engine) -> str:
-    import docker
-
-    from kfp_gpu.build.images import image
-
-    ref = image("horovod")
-    try:
-        docker_engine.images.get(ref)
-    except docker.errors.ImageNotFound:
-        _unavailable(f"image {ref} is not built (make images-local)")
-    return ref
+def horovod_image(image) -> str:
+    """The local tag of the horovod image (shared ``image`` fixture: skips if not built)."""
+    return image("horovod")
 
 
 class Sampler:
@@ -267,8 +242,15 @@ def _smoke_yaml(path: Path, image: str, name: str, program: tuple[str, ...]) -> 
     return path
 
 
-def test_run_local_command(docker_engine, horovod_image, tmp_path, capsys):
-    from kfp_gpu.mpi import local_cli
+def _kfp_gpu(*args: str) -> list[str]:
+    """The ``kfp-gpu`` console command of this checkout (same interpreter as the tests)."""
+    import sys
+
+    return [sys.executable, "-m", "kfp_gpu.cli", *args]
+
+
+def test_run_local_command(docker_engine, horovod_image, tmp_path):
+    import subprocess
 
     code = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
             "open(f'/scratch/rank{c.rank}', 'w').write(socket.gethostname()); "
@@ -277,30 +259,31 @@ def test_run_local_command(docker_engine, horovod_image, tmp_path, capsys):
     scratch.mkdir()
     os.chown(scratch, UID, UID)
     f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-cli", ("python", "-c", code))
-    rc = local_cli.main([str(f), "--pvc", f"scratch={scratch}"])
-    out = capsys.readouterr()
-    assert rc == 0, out.out + out.err
-    assert "RANK 0 lmpi-cli-worker-0" in out.out and "RANK 1 lmpi-cli-worker-1" in out.out
-    assert "status: Succeeded=True MPIJobSucceeded" in out.err
+    res = subprocess.run(_kfp_gpu("mpijob", "run-local", str(f), "--pvc", f"scratch={scratch}"),
+                         check=False, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "RANK 0 lmpi-cli-worker-0" in res.stdout and "RANK 1 lmpi-cli-worker-1" in res.stdout
+    assert "status: Succeeded=True MPIJobSucceeded" in res.stderr
     assert (scratch / "rank1").read_text() == "lmpi-cli-worker-1"  # the PVC folder, rw
     assert docker_engine.containers.list(
         all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-cli"}) == []
-    with pytest.raises(ValueError, match="--pvc scratch=DIR"):
-        local_cli.main([str(f)])
+    res = subprocess.run(_kfp_gpu("mpijob", "run-local", str(f)), check=False,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "--pvc scratch=DIR" in res.stderr, res.stderr
 
 
 def test_run_local_command_sigterm_deletes_the_job(docker_engine, horovod_image, tmp_path):
     import signal
     import subprocess
-    import sys
     import time
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-term",
                     ("python", "-c", "import time; print('up', flush=True); time.sleep(300)"))
-    proc = subprocess.Popen([sys.executable, "-m", "kfp_gpu.mpi.local_cli", str(f), "--pvc",
-                             f"scratch={scratch}"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(_kfp_gpu("mpijob", "run-local", str(f), "--pvc",
+                                     f"scratch={scratch}"), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     lines = []
     deadline = time.monotonic() + 120
