@@ -146,6 +146,6 @@ def test_oci_labels(name, image, docker_client):
     assert labels["org.opencontainers.image.title"] == f"kfp-gpu-{name}"
     assert labels["org.opencontainers.image.version"] == project["version"]
     assert labels["org.opencontainers.image.source"].startswith("https://")
-    assert labels["org.opencontainers.image.licenses"] == project["license"]["text"]
+    assert labels["org.opencontainers.image.licenses"] == project["license"]  # SPDX string
     config = docker_client.images.get(image(name)).attrs["Config"]
     assert config["User"] == "1000:1000"
