@@ -185,15 +185,3 @@ def test_compiled_pipeline_gpu_on_training_task_passed_through():
     assert acc["resourceType"] == "nvidia.com/gpu" and str(acc["resourceCount"]) == "8"
     assert "kfp-gpu-trainer" in train_exec["container"]["image"]
 
-
-def test_small_resnet_applies_its_rescaling():
-    """Issue 11 item 17: the first convolution reads the Rescaling(1/255) output, so the
-    model takes raw 0..255 pixels as its docstring says (before, the layer was unused)."""
-    import keras
-
-    from kfp_gpu.training import resnet_models
-
-    model = resnet_models.build("small", (28, 28, 1), 10, blocks=1, width=4)
-    rescale = next(la for la in model.layers if isinstance(la, keras.layers.Rescaling))
-    first_conv = next(la for la in model.layers if isinstance(la, keras.layers.Conv2D))
-    assert first_conv.input is rescale.output
