@@ -98,6 +98,7 @@ class Request:
     query: dict
     status: int = 0
     body: dict | None = None
+    authorization: str = ""  # the Authorization header (``Bearer <token>``)
 
 
 @dataclass
@@ -135,8 +136,12 @@ class FakeKube:
         self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> FakeKube:
-        self._server = LoopbackServer(_Handler, "kube", self)
+    def start(self, *, bind: str = "127.0.0.1", tls: tuple[str, str] | None = None,
+              ca_file: str | None = None) -> FakeKube:
+        """Serve on ``bind`` (a free port); ``tls`` = (certfile, keyfile) serves HTTPS and
+        ``ca_file`` is the CA that :meth:`api_client` then trusts."""
+        self._server = LoopbackServer(_Handler, "kube", self, bind=bind, tls=tls)
+        self.ca_file = ca_file
         return self
 
     def stop(self) -> None:
@@ -163,7 +168,14 @@ class FakeKube:
 
         cfg = client.Configuration()
         cfg.host = self.host
+        if getattr(self, "ca_file", None):
+            cfg.ssl_ca_cert = self.ca_file
         return client.ApiClient(cfg)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start() first"
+        return self._server.port
 
     # ------------------------------------------------------------------ faults
     def fail_next(self, n: int, status: int = 500, method: str | None = None,
@@ -269,6 +281,14 @@ class FakeKube:
                     status["completionTime"] = now
             self._record("MODIFIED", plural, obj)
 
+    def replace_status(self, plural: str, ns: str, name: str, status: dict) -> None:
+        """Replace the whole ``status`` (what an operator's status update PUTs)."""
+        with self._lock:
+            obj = self.objects.get((plural, ns, name))
+            if obj is not None:
+                obj["status"] = copy.deepcopy(status)
+                self._record("MODIFIED", plural, obj)
+
     def set_jobs_status(self, ns: str, name: str, **counts: int) -> None:
         """TrainJob ``status.jobsStatus`` of its launcher job (JobSet ReplicatedJobStatus:
         ready/succeeded/failed/active/suspended), as the JobSet plugin copies it."""
@@ -334,6 +354,9 @@ class FakeKube:
                 obj["metadata"].setdefault("finalizers", []).append("foregroundDeletion")
                 self._record("MODIFIED", plural, obj)
             marked = copy.deepcopy(obj)
+        on_delete = getattr(self.controller, "on_delete", None)
+        if on_delete is not None:  # an operator that owns real resources (containers)
+            on_delete(self, plural, ns, name)
         t = threading.Thread(target=self._finish_delete, args=(plural, ns, name), daemon=True)
         t.start()
         return 200, marked
@@ -435,7 +458,8 @@ class _Handler(JsonHandler):
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         body = self._body() if method in ("POST", "DELETE", "PUT", "PATCH") else None
-        req = Request(method, url.path, query, body=body)
+        req = Request(method, url.path, query, body=body,
+                      authorization=self.headers.get("Authorization", ""))
         self.kube.requests.append(req)
         fault = self.kube._take_fault(method, url.path)
         if fault is not None:

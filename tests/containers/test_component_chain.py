@@ -1,0 +1,181 @@
+"""The whole cluster chain once, in containers: the ``train_resnet_mpijob`` component runs in
+the image its compiled YAML names, as a KFP pod runs it (executor input, in-cluster
+service-account files, ``KUBERNETES_SERVICE_HOST``/``PORT``, Argo's emissary as PID 1:
+tests/containers/kfp_pod.py), against the Kubernetes API double served over HTTPS on the
+container network's gateway. The double hands the MPIJob the component creates to the
+local MPIJob runner (tests/containers/runner_controller.py), whose Launcher and Workers are
+containers of the horovod image; the runner's status goes back into the MPIJob.
+
+Evidence: the conditions the component saw, the Launcher output it streamed, its metrics
+output (2 ranks, identical weights), every API request authenticated with the service
+account token; after a SIGTERM to the component's container, the DELETE it sent and the
+job's containers and network gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+
+from kfp_gpu.components.prep_images.component import prep_images
+from kfp_gpu.mpi import local_runner
+from tests.containers import kfp_pod
+from tests.containers.engine import LABEL
+from tests.containers.runner_controller import RunnerController
+from tests.doubles import tls
+from tests.doubles.k8s_api import FakeKube
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPONENT = ROOT / "components" / "train_resnet_mpijob" / "component.yaml"
+NS = "team-a"
+CLAIM = "resnet-work"
+MOUNT = "/mnt/work"
+UID = 1000
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory, shared_data) -> dict[str, dsl.Dataset]:
+    """prep_images' train/test Datasets: 512 + 256 Fashion-MNIST images (real data)."""
+    folder = tmp_path_factory.mktemp("prep")
+    os.chmod(folder, 0o755)
+    train = dsl.Dataset(name="train_data", uri=str(folder / "train_data"))
+    test = dsl.Dataset(name="test_data", uri=str(folder / "test_data"))
+    prep_images.python_func(train_data=train, test_data=test,
+                            source=str(shared_data / "fashion-mnist"), max_rows_per_split=512)
+    return {"train_data": train, "test_data": test}
+
+
+class Chain:
+    """Network, HTTPS double, PVC folder and service account of one chain run."""
+
+    def __init__(self, client, tmp: Path, session: str):
+        self.client, self.tmp = client, tmp
+        self.token = f"sa-token-{uuid.uuid4().hex}"
+        self.network = client.networks.create(f"kfp-gpu-chain-{uuid.uuid4().hex[:8]}",
+                                              driver="bridge", labels={LABEL: session})
+        self.network.reload()
+        self.gateway = self.network.attrs["IPAM"]["Config"][0]["Gateway"]
+        cert = tls.server_cert(tmp / "tls", ips=[self.gateway, "127.0.0.1"])
+        self.kube = FakeKube().start(bind=self.gateway, tls=cert.tls, ca_file=str(cert.ca_file))
+        self.work = tmp / "pvc"
+        self.work.mkdir()
+        os.chown(self.work, UID, UID)  # what fsGroup does to a real PVC
+        self.controller = RunnerController(client, pvc_dirs={CLAIM: str(self.work)})
+        self.kube.controller = self.controller
+        self.sa = kfp_pod.service_account(tmp / "sa", self.token, cert.ca_file, NS)
+        self.root = tmp / "root"
+        self.root.mkdir(mode=0o777)
+        os.chmod(self.root, 0o1777)
+
+    def start(self, datasets: dict, image: str | None = None, **params):
+        from docker.types import Mount
+
+        task_root = self.root / "train-resnet-mpijob"
+        task_root.mkdir(mode=0o777)
+        os.chmod(task_root, 0o1777)
+        task_config = {  # what the KFP driver passes through (kfp.kubernetes.mount_pvc)
+            "volumes": [{"name": CLAIM, "persistentVolumeClaim": {"claimName": CLAIM}}],
+            "volumeMounts": [{"name": CLAIM, "mountPath": MOUNT}]}
+        args = {**datasets, "execution": "cluster", "workers": 2, "epochs": 1,
+                "batch_size": 32, "learning_rate": 0.001, "lr_warmup_steps": 2,
+                "optimizer": "adam", "model_name": "small", "blocks": 1, "width": 8,
+                "seed": 7, "shm_size": "256Mi", "run_id": "run-chain", **params}
+        self.task = kfp_pod.prepare(COMPONENT, args, task_root, task_config)
+        data = Path(datasets["train_data"].uri).parent
+        mounts = [Mount(MOUNT, str(self.work), type="bind"),
+                  Mount(str(data), str(data), type="bind", read_only=True)]
+        self.container = kfp_pod.start(
+            self.client, self.task, sa_folder=self.sa, api_host=self.gateway,
+            api_port=self.kube.port, network=self.network.name, mounts=mounts,
+            labels={LABEL: getattr(self.client, "kfp_gpu_session", "manual")})
+        return self.container
+
+    def job_containers(self, name: str) -> list:
+        return self.client.containers.list(
+            all=True, filters={"label": f"{local_runner.JOB_LABEL}={NS}.{name}"})
+
+    def close(self) -> None:
+        for runner in self.controller.runners.values():
+            runner.delete()
+        self.kube.stop()
+        self.network.remove()
+
+
+@pytest.fixture()
+def chain(docker_client, image, tmp_path):
+    image("horovod"), image("trainer")  # skip (fail in CI) when not built
+    os.chmod(tmp_path, 0o755)
+    c = Chain(docker_client, tmp_path, getattr(docker_client, "kfp_gpu_session", "manual"))
+    yield c
+    c.close()
+
+
+def _logs(container) -> str:
+    return container.logs().decode("utf-8", "replace")
+
+
+def test_component_in_its_image_runs_the_mpijob_to_success(chain, datasets):
+    container = chain.start(datasets, steps_per_epoch=4)
+    code = container.wait(timeout=600)["StatusCode"]
+    out = _logs(container)
+    assert code == 0, out[-4000:]
+    name = json.loads(Path(chain.task.executor_input["outputs"]["artifacts"]["mpijob"][
+        "artifacts"][0]["uri"]).read_text())["name"]
+    # the MPIJob was created in the service account's namespace, through the double
+    posts = [r for r in chain.kube.requests if r.method == "POST" and "/mpijobs" in r.path]
+    assert [r.path for r in posts] == [f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"]
+    assert {r.authorization for r in chain.kube.requests} == {f"Bearer {chain.token}"}
+    # the runner moved its status: Created -> Running -> Succeeded, and the component saw it
+    seen = []
+    for status in chain.controller.statuses:
+        for c in status.get("conditions", []):
+            if c["status"] == "True" and c["type"] not in seen:
+                seen.append(c["type"])
+    assert seen == ["Created", "Running", "Succeeded"], chain.controller.errors
+    # the Launcher's output (mpirun's tagged rank lines) was streamed into the component's log
+    assert "[1,0]<stdout>:METRICS " in out or "[1,0]<stdout>:" in out, out[-4000:]
+    metrics = json.loads((chain.work / name / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["weights_identical"] is True
+    assert [r["host"] for r in metrics["ranks"]] == [f"{name}-worker-0", f"{name}-worker-1"]
+    outputs = kfp_pod.executor_output(chain.task)
+    scalars = outputs["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert scalars["world_size"] == 2 and scalars["weights_identical"] == 1
+    model = Path(chain.task.executor_input["outputs"]["artifacts"]["model"]["artifacts"][0][
+        "uri"])
+    assert (model / "model.keras").stat().st_size > 10_000
+
+
+def test_sigterm_to_the_component_deletes_the_mpijob_and_its_containers(chain, datasets):
+    container = chain.start(datasets, steps_per_epoch=5000, run_id="run-cancel")
+    deadline = time.monotonic() + 300
+    name = ""
+    while time.monotonic() < deadline:  # wait for a running Launcher with output
+        jobs = [k for k in chain.kube.objects if k[0] == "mpijobs"]
+        if jobs:
+            name = jobs[0][2]
+            logs = chain.kube.logs.get((NS, f"{name}-launcher"), [])
+            if any("<stdout>" in ln or "<stderr>" in ln for ln in logs):
+                break
+        container.reload()
+        assert container.status == "running", _logs(container)[-4000:]
+        time.sleep(1)
+    else:
+        pytest.fail("the Launcher never printed: " + _logs(container)[-4000:])
+    assert len(chain.job_containers(name)) == 3  # Launcher + 2 Workers
+    container.kill(signal="SIGTERM")
+    code = container.wait(timeout=120)["StatusCode"]
+    out = _logs(container)
+    assert code != 0, out[-4000:]
+    assert [d["name"] for d in chain.kube.deletes] == [name], out[-4000:]
+    assert chain.controller.deleted.wait(60), "the runner's containers were not deleted"
+    assert chain.job_containers(name) == []
+    assert chain.client.networks.list(
+        filters={"label": f"{local_runner.JOB_LABEL}={NS}.{name}"}) == []
