@@ -18,9 +18,11 @@ def test_unknown_runner_is_rejected_with_accepted_values():
 def test_missing_outputs_names_absent_artifacts(tmp_path):
     present = tmp_path / "model"
     present.write_text("x")
-    outs = {"model": {"uri": str(present)}, "metrics": {"uri": str(tmp_path / "gone")},
+    outs = {"model": {"uri": str(present), "type": "system.Model"},
+            "data": {"uri": str(tmp_path / "gone"), "type": "system.Dataset"},
+            "metrics": {"uri": str(tmp_path / "no-file"), "type": "system.Metrics"},
             "accuracy": 0.8}
-    assert local_docker.missing_outputs(outs) == ["metrics"]
+    assert local_docker.missing_outputs(outs) == ["data"]  # Metrics live in metadata
 
 
 def test_root_writable_by_image_user_and_local_tags(tmp_path, monkeypatch):

@@ -54,7 +54,16 @@ def prepare_root(root: str) -> None:
     os.chmod(root, 0o1777)
 
 
+#: Artifact types whose content is their metadata: KFP writes no file for them
+#: (kfp/dsl/types/artifact_types.py ``Metrics``, ``ClassificationMetrics``,
+#: ``SlicedClassificationMetrics`` log into ``metadata``).
+METADATA_ONLY = ("system.Metrics", "system.ClassificationMetrics",
+                 "system.SlicedClassificationMetrics")
+
+
 def missing_outputs(outputs: dict) -> list[str]:
-    """Names of artifact outputs (``{"uri": ...}`` summaries) whose file/folder is absent."""
+    """Names of artifact outputs (``{"uri": ..., "type": schema title}`` summaries) whose
+    file/folder is absent; metadata-only types (:data:`METADATA_ONLY`) need none."""
     return [k for k, v in outputs.items()
-            if isinstance(v, dict) and "uri" in v and not Path(v["uri"]).exists()]
+            if isinstance(v, dict) and "uri" in v and v.get("type") not in METADATA_ONLY
+            and not Path(v["uri"]).exists()]

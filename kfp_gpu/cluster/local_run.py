@@ -76,7 +76,8 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     outputs = {}
     for key, value in (task.outputs or {}).items():
         if hasattr(value, "uri"):
-            outputs[key] = {"uri": value.uri, "metadata": dict(value.metadata or {})}
+            outputs[key] = {"uri": value.uri, "type": getattr(value, "schema_title", ""),
+                            "metadata": dict(value.metadata or {})}
         else:
             outputs[key] = value
     missing = local_docker.missing_outputs(outputs) if runner == "docker" else []

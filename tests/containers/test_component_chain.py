@@ -132,7 +132,10 @@ def test_component_in_its_image_runs_the_mpijob_to_success(chain, datasets):
     # the MPIJob was created in the service account's namespace, through the double
     posts = [r for r in chain.kube.requests if r.method == "POST" and "/mpijobs" in r.path]
     assert [r.path for r in posts] == [f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"]
-    assert {r.authorization for r in chain.kube.requests} == {f"Bearer {chain.token}"}
+    # (the kubernetes client writes the scheme as "bearer"; HTTP auth schemes are
+    # case-insensitive, RFC 9110 11.1)
+    assert {r.authorization.lower() for r in chain.kube.requests} == {
+        f"bearer {chain.token}"}
     # the runner moved its status: Created -> Running -> Succeeded, and the component saw it
     seen = []
     for status in chain.controller.statuses:
