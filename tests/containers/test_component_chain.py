@@ -41,16 +41,21 @@ MOUNT = "/mnt/work"
 UID = 1000
 
 
+INPUTS = "/kfp/inputs"  # where the upstream task's outputs appear in the component pod
+
+
 @pytest.fixture(scope="module")
-def datasets(tmp_path_factory, shared_data) -> dict[str, dsl.Dataset]:
-    """prep_images' train/test Datasets: 512 + 256 Fashion-MNIST images (real data)."""
+def datasets(tmp_path_factory, shared_data) -> Path:
+    """prep_images' train/test Datasets (512 + 512 real Fashion-MNIST images) in a folder
+    readable by uid 1000, to be mounted at :data:`INPUTS`."""
     folder = tmp_path_factory.mktemp("prep")
-    os.chmod(folder, 0o755)
-    train = dsl.Dataset(name="train_data", uri=str(folder / "train_data"))
-    test = dsl.Dataset(name="test_data", uri=str(folder / "test_data"))
-    prep_images.python_func(train_data=train, test_data=test,
-                            source=str(shared_data / "fashion-mnist"), max_rows_per_split=512)
-    return {"train_data": train, "test_data": test}
+    prep_images.python_func(
+        train_data=dsl.Dataset(name="train_data", uri=str(folder / "train_data")),
+        test_data=dsl.Dataset(name="test_data", uri=str(folder / "test_data")),
+        source=str(shared_data / "fashion-mnist"), max_rows_per_split=512)
+    for p in (folder, *folder.rglob("*")):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return folder
 
 
 class Chain:
@@ -75,7 +80,7 @@ class Chain:
         self.root.mkdir(mode=0o777)
         os.chmod(self.root, 0o1777)
 
-    def start(self, datasets: dict, image: str | None = None, **params):
+    def start(self, datasets: Path, **params):
         from docker.types import Mount
 
         task_root = self.root / "train-resnet-mpijob"
@@ -84,14 +89,15 @@ class Chain:
         task_config = {  # what the KFP driver passes through (kfp.kubernetes.mount_pvc)
             "volumes": [{"name": CLAIM, "persistentVolumeClaim": {"claimName": CLAIM}}],
             "volumeMounts": [{"name": CLAIM, "mountPath": MOUNT}]}
-        args = {**datasets, "execution": "cluster", "workers": 2, "epochs": 1,
+        inputs = {name: dsl.Dataset(name=name, uri=f"{INPUTS}/{name}")
+                  for name in ("train_data", "test_data")}
+        args = {**inputs, "execution": "cluster", "workers": 2, "epochs": 1,
                 "batch_size": 32, "learning_rate": 0.001, "lr_warmup_steps": 2,
                 "optimizer": "adam", "model_name": "small", "blocks": 1, "width": 8,
                 "seed": 7, "shm_size": "256Mi", "run_id": "run-chain", **params}
         self.task = kfp_pod.prepare(COMPONENT, args, task_root, task_config)
-        data = Path(datasets["train_data"].uri).parent
         mounts = [Mount(MOUNT, str(self.work), type="bind"),
-                  Mount(str(data), str(data), type="bind", read_only=True)]
+                  Mount(INPUTS, str(datasets), type="bind", read_only=True)]
         self.container = kfp_pod.start(
             self.client, self.task, sa_folder=self.sa, api_host=self.gateway,
             api_port=self.kube.port, network=self.network.name, mounts=mounts,
@@ -143,8 +149,14 @@ def test_component_in_its_image_runs_the_mpijob_to_success(chain, datasets):
             if c["status"] == "True" and c["type"] not in seen:
                 seen.append(c["type"])
     assert seen == ["Created", "Running", "Succeeded"], chain.controller.errors
-    # the Launcher's output (mpirun's tagged rank lines) was streamed into the component's log
-    assert "[1,0]<stdout>:METRICS " in out or "[1,0]<stdout>:" in out, out[-4000:]
+    # the Launcher's output (both ranks' last lines, rank 0's METRICS) reached the component's
+    # log through the double's pod log stream, before it saw Succeeded
+    lines = out.splitlines()
+    done = [i for i, ln in enumerate(lines) if ln.startswith(("[rank 0/2] done", "[rank 1/2] done"))]
+    metrics_line = [i for i, ln in enumerate(lines) if ln.startswith("METRICS {")]
+    succeeded = [i for i, ln in enumerate(lines) if f"MPIJob {name}: Succeeded" in ln]
+    assert len(done) == 2 and len(metrics_line) == 1 and len(succeeded) == 1, out[-4000:]
+    assert max(done + metrics_line) < succeeded[0]
     metrics = json.loads((chain.work / name / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["weights_identical"] is True
     assert [r["host"] for r in metrics["ranks"]] == [f"{name}-worker-0", f"{name}-worker-1"]
@@ -156,27 +168,29 @@ def test_component_in_its_image_runs_the_mpijob_to_success(chain, datasets):
     assert (model / "model.keras").stat().st_size > 10_000
 
 
+def _running_with_output(kube, name: str) -> bool:
+    job = kube.get_object("mpijobs", NS, name) or {}
+    running = any(c["type"] == "Running" and c["status"] == "True"
+                  for c in (job.get("status") or {}).get("conditions", []))
+    return running and bool(kube.logs.get((NS, f"{name}-launcher")))
+
+
 def test_sigterm_to_the_component_deletes_the_mpijob_and_its_containers(chain, datasets):
-    container = chain.start(datasets, steps_per_epoch=5000, run_id="run-cancel")
+    container = chain.start(datasets, epochs=500, run_id="run-cancel")  # minutes of work
     deadline = time.monotonic() + 300
     name = ""
-    while time.monotonic() < deadline:  # wait for a running Launcher with output
-        jobs = [k for k in chain.kube.objects if k[0] == "mpijobs"]
-        if jobs:
-            name = jobs[0][2]
-            logs = chain.kube.logs.get((NS, f"{name}-launcher"), [])
-            if any("<stdout>" in ln or "<stderr>" in ln for ln in logs):
-                break
+    while not (name and _running_with_output(chain.kube, name)):
         container.reload()
         assert container.status == "running", _logs(container)[-4000:]
+        assert time.monotonic() < deadline, "no running Launcher: " + _logs(container)[-4000:]
+        name = next((k[2] for k in chain.kube.objects if k[0] == "mpijobs"), "")
         time.sleep(1)
-    else:
-        pytest.fail("the Launcher never printed: " + _logs(container)[-4000:])
     assert len(chain.job_containers(name)) == 3  # Launcher + 2 Workers
     container.kill(signal="SIGTERM")
     code = container.wait(timeout=120)["StatusCode"]
     out = _logs(container)
     assert code != 0, out[-4000:]
+    assert "SIGTERM: the run was cancelled; deleting MPIJob" in out, out[-4000:]
     assert [d["name"] for d in chain.kube.deletes] == [name], out[-4000:]
     assert chain.controller.deleted.wait(60), "the runner's containers were not deleted"
     assert chain.job_containers(name) == []

@@ -59,6 +59,7 @@ import dataclasses
 import datetime as dt
 import json
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -477,7 +478,7 @@ class _Handler(JsonHandler):
             return
         try:
             req.status = self._route(method, url.path, query, body)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):  # client went away
             req.status = -2
 
     def do_GET(self) -> None:
