@@ -194,8 +194,9 @@ class LocalMPIJobRunner:
             docker.errors.ImageNotFound: the image is not in the engine.
         """
         if self.containers() or self._networks():
-            raise RuntimeError(f"containers or network of MPIJob {self.key} exist already; "
-                               "delete them first (LocalMPIJobRunner.delete, or --replace)")
+            raise RuntimeError(f"containers or network of {self.plan.kind} {self.key} exist "
+                               "already; delete them first (LocalMPIJobRunner.delete, or "
+                               "--replace)")
         for image in {self.image or s.image for s in (*self.plan.workers, self.plan.launcher)}:
             self.client.images.get(image)
         self.workspace = lw.write_workspace(self.plan)
@@ -204,7 +205,7 @@ class LocalMPIJobRunner:
         self._publish()
         for spec in self.plan.workers:
             self._run(spec)
-        log.info("MPIJob %s: %d Workers started", self.key, len(self.plan.workers))
+        log.info("%s %s: %d Workers started", self.plan.kind, self.key, len(self.plan.workers))
 
     # ------------------------------------------------------------------ watching
     def _publish(self) -> None:
@@ -274,7 +275,7 @@ class LocalMPIJobRunner:
         if self.launcher_failures > policy.backoff_limit:
             self.status.launcher_failed(launcher.name, code, reason, log_tail(launcher))
             return True
-        log.info("MPIJob %s: launcher exited %d, restart %d of %d", self.key, code,
+        log.info("%s %s: launcher exited %d, restart %d of %d", self.plan.kind, self.key, code,
                  self.launcher_failures, policy.backoff_limit)
         launcher.start()
         return False
