@@ -46,6 +46,7 @@ from kfp_gpu.mpi.local_spec import (  # the plan's types, also reached as local_
     Mount,
     RunPolicy,
     Security,
+    SshSecret,
 )
 
 CONFIG_MOUNT_PATH = "/etc/mpi"  # configMountPath
@@ -306,6 +307,6 @@ def plan(job: Mapping) -> LocalPlan:
         name=name, namespace=ns, network=f"kfp-gpu-{ns}-{name}",
         hostfile=hostfile(name, ns, n, int(spec.get("slotsPerWorker", 1)), impl, as_worker),
         workers=workers, launcher=launcher, policy=run_policy(spec),
-        ssh_key_mode=0o600 if mount_path == ROOT_SSH_PATH else 0o644,
-        ssh_mount_path=mount_path, launcher_as_worker=as_worker, mpi_implementation=impl,
+        ssh=SshSecret(mount_path, 0o600 if mount_path == ROOT_SSH_PATH else 0o644),
+        launcher_as_worker=as_worker, mpi_implementation=impl,
         notes=tuple(dict.fromkeys(notes)))

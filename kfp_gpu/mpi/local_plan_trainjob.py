@@ -53,7 +53,14 @@ from dataclasses import dataclass
 
 from kfp_gpu.mpi import local_plan as lp
 from kfp_gpu.mpi import strategic_merge, trainjob
-from kfp_gpu.mpi.local_spec import ContainerSpec, LocalPlan, Mount, RunPolicy
+from kfp_gpu.mpi.local_spec import (
+    ContainerSpec,
+    Controller,
+    LocalPlan,
+    Mount,
+    RunPolicy,
+    SshSecret,
+)
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"  # LabelTrainJobAncestor
@@ -348,8 +355,9 @@ def plan(job: Mapping, runtime: Mapping) -> LocalPlan:
         name=name, namespace=ns, network=f"kfp-gpu-{ns}-{name}",
         hostfile=hostfile(name, ctx.subdomain, counts, ctx.slots, as_node),
         workers=workers, launcher=launcher, policy=run_policy(job, rjobs[LAUNCHER]),
-        ssh_key_mode=0o644, ssh_mount_path=ctx.ssh_path, launcher_as_worker=as_node,
-        notes=tuple(dict.fromkeys(notes)), kind=trainjob.KIND,
-        ssh_modes=tuple((path, mode) for _, path, mode in trainjob.SSH_SECRET_ITEMS),
-        ssh_gid=None if fs_group is None else int(fs_group), discover_hosts=False,
-        failure_reason="ReachedMaxRestarts" if "failurePolicy" in spec else "FailedJobs")
+        ssh=SshSecret(ctx.ssh_path,
+                      modes=tuple((path, mode) for _, path, mode in trainjob.SSH_SECRET_ITEMS),
+                      gid=None if fs_group is None else int(fs_group)),
+        launcher_as_worker=as_node, notes=tuple(dict.fromkeys(notes)),
+        controller=Controller(trainjob.KIND, discover_hosts=False, failure_reason=(
+            "ReachedMaxRestarts" if "failurePolicy" in spec else "FailedJobs")))

@@ -78,18 +78,54 @@ class RunPolicy:
     launcher_restart_policy: str = "OnFailure"
 
 
+#: The ssh Secret's files, as both controllers project them.
+SSH_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
+
+
+@dataclass(frozen=True)
+class SshSecret:
+    """The ssh Secret as the pods see it.
+
+    Attributes:
+        mount_path: ``sshAuthMountPath``.
+        key_mode: the mode of each of :data:`SSH_FILES` unless ``modes`` names them.
+        modes: (file name, mode) pairs, one per file (e.g. Trainer's 0640/0644/0644).
+        gid: group of the files (a pod's ``fsGroup``, as kubelet applies it to Secret
+            volumes); None = the caller's.
+    """
+
+    mount_path: str
+    key_mode: int = 0o644
+    modes: tuple[tuple[str, int], ...] = ()
+    gid: int | None = None
+
+    def file_modes(self) -> dict[str, int]:
+        """File name -> mode for the three files."""
+        return dict(self.modes) or {n: self.key_mode for n in SSH_FILES}
+
+
+@dataclass(frozen=True)
+class Controller:
+    """What differs between the controllers emulated.
+
+    Attributes:
+        kind: ``MPIJob`` (mpi-operator) or ``TrainJob`` (Trainer + JobSet).
+        discover_hosts: the ConfigMap also holds ``discover_hosts.sh`` (mpi-operator; the
+            Trainer's holds the hostfile only).
+        failure_reason: the TrainJob ``Failed`` reason a failed pod gives (JobSet's
+            ``FailedJobs`` or ``ReachedMaxRestarts``); empty for an MPIJob.
+    """
+
+    kind: str = "MPIJob"
+    discover_hosts: bool = True
+    failure_reason: str = ""
+
+
 @dataclass(frozen=True)
 class LocalPlan:
-    """Everything the runner starts for one job (an MPIJob, or a TrainJob with its runtime).
-
+    """Everything the runner starts for one job (an MPIJob, or a TrainJob with its runtime):
     ``workers`` are the MPIJob Workers or the TrainJob's ``node`` pods, ``launcher`` the
-    Launcher or the ``launcher`` pod. ``ssh_key_mode`` applies to the three ssh files unless
-    ``ssh_modes`` names a mode per file; ``ssh_gid`` is the group they get (a pod's
-    ``fsGroup``, as kubelet sets it on Secret volumes; None = the caller's).
-    ``discover_hosts``: the ConfigMap also holds ``discover_hosts.sh`` (mpi-operator; the
-    Trainer's has the hostfile only). ``failure_reason``: the TrainJob ``Failed`` reason a
-    failed pod gives (JobSet's ``FailedJobs`` or ``ReachedMaxRestarts``; empty for MPIJobs).
-    """
+    Launcher or the ``launcher`` pod."""
 
     name: str
     namespace: str
@@ -98,13 +134,23 @@ class LocalPlan:
     workers: tuple[ContainerSpec, ...]
     launcher: ContainerSpec
     policy: RunPolicy
-    ssh_key_mode: int
-    ssh_mount_path: str
+    ssh: SshSecret
     launcher_as_worker: bool = False
     mpi_implementation: str = "OpenMPI"
     notes: tuple[str, ...] = field(default_factory=tuple)
-    kind: str = "MPIJob"
-    ssh_modes: tuple[tuple[str, int], ...] = ()
-    ssh_gid: int | None = None
-    discover_hosts: bool = True
-    failure_reason: str = ""
+    controller: Controller = Controller()
+
+    @property
+    def kind(self) -> str:
+        """``MPIJob`` or ``TrainJob``."""
+        return self.controller.kind
+
+    @property
+    def ssh_mount_path(self) -> str:
+        """``sshAuthMountPath``."""
+        return self.ssh.mount_path
+
+    @property
+    def ssh_key_mode(self) -> int:
+        """Mode of the ssh files (when all three share one)."""
+        return self.ssh.key_mode

@@ -280,6 +280,6 @@ class TrainJobStatus:
 def for_plan(plan) -> JobStatus | TrainJobStatus:
     """The status object for a :class:`kfp_gpu.mpi.local_spec.LocalPlan` (by ``kind``)."""
     if plan.kind == "TrainJob":
-        return TrainJobStatus(plan.name, plan.namespace, plan.failure_reason or FAILED_JOBS[0],
+        return TrainJobStatus(plan.name, plan.namespace, plan.controller.failure_reason or FAILED_JOBS[0],
                               plan.policy.backoff_limit)
     return JobStatus(plan.name, plan.namespace)

@@ -7,7 +7,7 @@
   kubeflow/trainer v2.3.0 ``pkg/runtime/framework/plugins/mpi/mpi.go`` buildSSHAuthSecret
   l. 279-310: ``x509.MarshalECPrivateKey`` as an ``EC PRIVATE KEY`` PEM,
   ``ssh.MarshalAuthorizedKey``), owned by the caller (root, as kubelet writes Secret
-  volumes), group ``plan.ssh_gid`` (a pod's ``fsGroup``) when set, modes from the plan;
+  volumes), group ``plan.ssh.gid`` (a pod's ``fsGroup``) when set, modes from the plan;
 - ``config/``: the ``hostfile`` (0444) and, for an MPIJob, ``discover_hosts.sh`` (0555);
 - ``emptydir/<pod>/<volume>``: one 0777 folder per ``emptyDir`` mount (kubelet's mode).
 """
@@ -20,8 +20,6 @@ from pathlib import Path
 
 from kfp_gpu.mpi import local_plan as lp
 from kfp_gpu.mpi.local_spec import LocalPlan
-
-SSH_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
 
 
 def ssh_key_pair() -> tuple[bytes, bytes]:
@@ -52,14 +50,9 @@ def write(path: Path, data: bytes | str, mode: int, gid: int | None = None) -> N
     path.chmod(mode)
 
 
-def ssh_modes(plan: LocalPlan) -> dict[str, int]:
-    """File name -> mode of the three ssh files (``plan.ssh_modes``, else ``ssh_key_mode``)."""
-    return dict(plan.ssh_modes) or {n: plan.ssh_key_mode for n in SSH_FILES}
-
-
 def write_discover_hosts(workspace: Path, plan: LocalPlan, running: list[str]) -> None:
     """(Re)write ``config/discover_hosts.sh`` listing the running Workers (MPIJob only)."""
-    if not plan.discover_hosts:
+    if not plan.controller.discover_hosts:
         return
     path = workspace / "config" / lp.DISCOVER_HOSTS
     if path.exists():
@@ -76,8 +69,8 @@ def write_workspace(plan: LocalPlan) -> Path:
     (ws / "ssh").mkdir(mode=0o755)
     private, public = ssh_key_pair()
     data = {"id_rsa": private, "id_rsa.pub": public, "authorized_keys": public}
-    for name, mode in ssh_modes(plan).items():
-        write(ws / "ssh" / name, data[name], mode, plan.ssh_gid)
+    for name, mode in plan.ssh.file_modes().items():
+        write(ws / "ssh" / name, data[name], mode, plan.ssh.gid)
     (ws / "config").mkdir(mode=0o755)
     write(ws / "config" / lp.HOSTFILE, plan.hostfile, 0o444)
     write_discover_hosts(ws, plan, [])
