@@ -21,6 +21,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from kfp_gpu.mpi.local_spec import LocalPlan
+
 CREATED, RUNNING, SUCCEEDED, FAILED = "Created", "Running", "Succeeded", "Failed"
 REASONS = {CREATED: "MPIJobCreated", RUNNING: "MPIJobRunning",
            SUCCEEDED: "MPIJobSucceeded", FAILED: "MPIJobFailed"}
@@ -277,7 +279,7 @@ class TrainJobStatus:
         return {"conditions": [dict(c) for c in self.conditions], "jobsStatus": jobs}
 
 
-def for_plan(plan) -> JobStatus | TrainJobStatus:
+def for_plan(plan: LocalPlan) -> JobStatus | TrainJobStatus:
     """The status object for a :class:`kfp_gpu.mpi.local_spec.LocalPlan` (by ``kind``)."""
     if plan.kind == "TrainJob":
         return TrainJobStatus(plan.name, plan.namespace, plan.controller.failure_reason or FAILED_JOBS[0],
