@@ -1,8 +1,9 @@
 """``kfp-gpu mpijob`` sub-commands (library: :mod:`kfp_gpu.mpi.local_cli`).
 
 ``kfp-gpu mpijob run-local FILE`` runs an MPIJob file as local Docker containers the way
-mpi-operator v0.8.2 would run it on a cluster (see docs/local-mpijob.md). The runner and
-the Docker SDK are imported inside the command.
+mpi-operator v0.8.2 would run it on a cluster, or a TrainJob file (``--runtime``: its
+ClusterTrainingRuntime) the way Kubeflow Trainer v2.3.0 + JobSet would (see
+docs/local-mpijob.md). The runner and the Docker SDK are imported inside the command.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import logging
 import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="MPIJob tools: run an MPIJob file locally in Docker containers.")
+                  help="MPIJob tools: run an MPIJob (or TrainJob) file locally in Docker "
+                  "containers.")
 
 
 @app.command("run-local")
 def run_local_command(
-    file: str = typer.Argument(..., help="YAML/JSON file with a kubeflow.org/v2beta1 MPIJob."),
+    file: str = typer.Argument(..., help="YAML/JSON file with a kubeflow.org/v2beta1 MPIJob "
+                               "or a trainer.kubeflow.org/v1alpha1 TrainJob."),
     pvc: list[str] = typer.Option(  # noqa: B008 - typer's declaration style
         [], "--pvc", help="CLAIM=DIR: the local folder standing in for a PVC (repeatable)."),
     image: str | None = typer.Option(
@@ -28,19 +31,23 @@ def run_local_command(
         False, "--keep", help="Leave containers, network and workspace in place afterwards."),
     ready_timeout: float = typer.Option(
         120.0, "--ready-timeout", help="Seconds the Workers get to start and listen."),
+    runtime: str | None = typer.Option(
+        None, "--runtime", help="TrainJob only: YAML file with the ClusterTrainingRuntime it "
+        "references (default: manifests/trainer/horovod-runtime.yaml of this checkout)."),
 ) -> None:
-    """Run the MPIJob in FILE as local containers; exit 0 Succeeded, 1 Failed, 143 cancelled.
+    """Run the MPIJob or TrainJob in FILE as local containers; exit 0 Succeeded/Complete,
+    1 Failed, 143 cancelled.
 
     Raises:
         typer.Exit: with the runner's exit code; code 2 with the message on a ValueError
-            (bad file, bad --pvc, unsupported volume kinds).
+            (bad file, bad --pvc, unsupported volume kinds, no runtime for a TrainJob).
     """
     from kfp_gpu.mpi import local_cli
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         code = local_cli.run_local(file, pvc=pvc, image=image, replace=replace, keep=keep,
-                                   ready_timeout_s=ready_timeout)
+                                   ready_timeout_s=ready_timeout, runtime=runtime)
     except ValueError as e:
         typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from e

@@ -1,4 +1,5 @@
-"""``kfp-gpu mpijob run-local FILE``: run an MPIJob YAML/JSON file in local containers.
+"""``kfp-gpu mpijob run-local FILE``: run an MPIJob (or a TrainJob with its runtime) YAML/JSON
+file in local containers.
 
 :func:`run_local` is the command (the CLI wires it into the typer app); :func:`main` is a
 standalone entry point (``python -m kfp_gpu.mpi.local_cli FILE --pvc CLAIM=DIR``).
@@ -19,6 +20,29 @@ from kfp_gpu.mpi import local_runner
 
 #: Exit status after SIGTERM / SIGINT (128 + 15, the shell convention).
 EXIT_CANCELLED = 143
+#: The runtime a TrainJob runs on unless ``--runtime`` names another file: the
+#: ``kfp-gpu-horovod`` ClusterTrainingRuntime of this checkout.
+DEFAULT_RUNTIME_FILE = (Path(__file__).resolve().parents[2] / "manifests" / "trainer"
+                        / "horovod-runtime.yaml")
+
+
+def load_doc(path: str | Path, kinds: Sequence[str], name: str | None = None) -> dict:
+    """The first document of a YAML (or JSON) file whose ``kind`` is in ``kinds`` (and,
+    if given, whose ``metadata.name`` is ``name``).
+
+    Raises:
+        ValueError: the file holds no such document.
+    """
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8"))
+            if isinstance(d, Mapping)]
+    for doc in docs:
+        if doc.get("kind") in kinds and name in (None, (doc.get("metadata") or {}).get("name")):
+            return dict(doc)
+    want = f"kind {' or '.join(kinds)}" + (f" named {name!r}" if name else "")
+    raise ValueError(f"{path}: no document with {want} (found "
+                     f"{[(d.get('kind'), (d.get('metadata') or {}).get('name')) for d in docs]})")
 
 
 def load_mpijob(path: str | Path) -> dict:
@@ -27,14 +51,28 @@ def load_mpijob(path: str | Path) -> dict:
     Raises:
         ValueError: the file holds no MPIJob document.
     """
-    import yaml
+    return load_doc(path, ("MPIJob",))
 
-    docs = list(yaml.safe_load_all(Path(path).read_text(encoding="utf-8")))
-    for doc in docs:
-        if isinstance(doc, Mapping) and doc.get("kind") == "MPIJob":
-            return dict(doc)
-    raise ValueError(f"{path}: no document with kind: MPIJob (found kinds "
-                     f"{[d.get('kind') for d in docs if isinstance(d, Mapping)]})")
+
+def load_job(path: str | Path, runtime: str | Path | None = None) -> tuple[dict, dict | None]:
+    """(job, runtime): the first MPIJob or TrainJob of ``path``; for a TrainJob also the
+    runtime its ``runtimeRef`` names, from ``runtime`` (default :data:`DEFAULT_RUNTIME_FILE`).
+
+    Raises:
+        ValueError: no such job or runtime document; ``runtime`` given for an MPIJob.
+    """
+    job = load_doc(path, ("MPIJob", "TrainJob"))
+    if job["kind"] == "MPIJob":
+        if runtime is not None:
+            raise ValueError("--runtime is for a TrainJob; the file holds an MPIJob")
+        return job, None
+    runtime = runtime or DEFAULT_RUNTIME_FILE
+    if not Path(runtime).is_file():
+        raise ValueError(f"runtime file {runtime} not found: pass --runtime FILE with the "
+                         "ClusterTrainingRuntime the TrainJob references")
+    ref = (job.get("spec") or {}).get("runtimeRef") or {}
+    return job, load_doc(runtime, ("ClusterTrainingRuntime", "TrainingRuntime"),
+                         ref.get("name"))
 
 
 def parse_pvc(items: Sequence[str]) -> dict[str, str]:
@@ -72,7 +110,9 @@ def _status_printer():
     shown: list = []
 
     def show(status: dict) -> None:
-        last = status["conditions"][-1] if status["conditions"] else {}
+        if not status["conditions"]:  # a TrainJob has none until it finishes
+            return
+        last = status["conditions"][-1]
         key = (last.get("type"), last.get("status"), last.get("reason"))
         if key != (shown[-1] if shown else None):
             shown.append(key)
@@ -84,27 +124,32 @@ def _status_printer():
 
 def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = None,
               replace: bool = False, keep: bool = False, ready_timeout_s: float = 120.0,
-              ) -> int:
-    """Run the MPIJob in ``file`` as local containers; print Launcher output and status.
+              runtime: str | Path | None = None) -> int:
+    """Run the MPIJob (or TrainJob) in ``file`` as local containers; print Launcher output
+    and status.
 
     Args:
         file: YAML/JSON with a ``kubeflow.org/v2beta1`` MPIJob (``kfp-gpu`` writes one with
-            ``mpijob.to_yaml``).
+            ``mpijob.to_yaml``) or a ``trainer.kubeflow.org/v1alpha1`` TrainJob
+            (``trainjob.to_yaml``).
         pvc: ``CLAIM=DIR`` items: the local folder standing in for each PVC.
         image: replace every pod template's image (e.g. a locally built tag).
         replace: delete what an earlier run of the same job left first.
         keep: leave containers, network and workspace in place afterwards (inspect them
             with ``docker ps -a --filter label=kfp-gpu.local-mpijob``).
         ready_timeout_s: seconds the Workers get to run and listen.
+        runtime: for a TrainJob, the YAML/JSON file with the runtime it references
+            (default :data:`DEFAULT_RUNTIME_FILE`).
 
     Returns:
-        0 if the MPIJob Succeeded, 1 if it Failed, 143 after SIGTERM/SIGINT (the job's
-        containers are deleted first).
+        0 if the MPIJob Succeeded (TrainJob: Complete), 1 if it Failed, 143 after
+        SIGTERM/SIGINT (the job's containers are deleted first).
 
     Raises:
-        ValueError: bad file, bad ``--pvc``, unsupported volume kinds.
+        ValueError: bad file, bad ``--pvc``, unsupported volume kinds, no runtime.
     """
-    runner = local_runner.LocalMPIJobRunner(load_mpijob(file), pvc_dirs=parse_pvc(pvc),
+    job, runtime_obj = load_job(file, runtime)
+    runner = local_runner.LocalMPIJobRunner(job, runtime=runtime_obj, pvc_dirs=parse_pvc(pvc),
                                             image=image, ready_timeout_s=ready_timeout_s,
                                             on_status=_status_printer())
     if replace:
@@ -119,18 +164,17 @@ def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = 
     try:
         runner.start()
         follower.start()
-        status = runner.wait()
+        runner.wait()
     except KeyboardInterrupt:
         runner.delete()
-        print("cancelled: MPIJob containers deleted", file=sys.stderr)
+        print(f"cancelled: {runner.plan.kind} containers deleted", file=sys.stderr)
         return EXIT_CANCELLED
     finally:
         stop.set()
         signal.signal(signal.SIGTERM, previous)
         if not keep:
             runner.delete()
-    ok = any(c["type"] == "Succeeded" and c["status"] == "True" for c in status["conditions"])
-    return 0 if ok else 1
+    return 0 if runner.status.is_success() else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,10 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--replace", action="store_true")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--ready-timeout", type=float, default=120.0)
+    p.add_argument("--runtime", default=None)
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return run_local(a.file, pvc=a.pvc, image=a.image, replace=a.replace, keep=a.keep,
-                     ready_timeout_s=a.ready_timeout)
+                     ready_timeout_s=a.ready_timeout, runtime=a.runtime)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -39,7 +39,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+from kfp_gpu.mpi.local_spec import (  # the plan's types, also reached as local_plan.X
+    ContainerSpec,
+    LocalPlan,
+    Mount,
+    RunPolicy,
+    Security,
+    SshSecret,
+)
 
 CONFIG_MOUNT_PATH = "/etc/mpi"  # configMountPath
 HOSTFILE = "hostfile"  # hostfileName
@@ -55,92 +63,6 @@ VOLUME_KINDS = ("emptyDir", "hostPath", "persistentVolumeClaim")
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(k|M|G|T|Ki|Mi|Gi|Ti)?$")
-
-
-@dataclass(frozen=True)
-class Mount:
-    """One mount of a container; ``source`` is symbolic, resolved by the runner.
-
-    Attributes:
-        kind: ``config`` (the job's ConfigMap folder), ``ssh`` (the ssh Secret folder),
-            ``pvc`` (source = claim name), ``hostPath`` (source = host path), ``emptyDir``
-            (source = ``<pod>/<volume>``, a fresh 0777 folder), ``tmpfs`` (Memory emptyDir).
-        source: see ``kind``.
-        target: absolute path in the container.
-        read_only: mount read-only.
-        sub_path: ``volumeMounts[].subPath`` (relative; empty = the volume's root).
-    """
-
-    kind: str
-    source: str
-    target: str
-    read_only: bool = False
-    sub_path: str = ""
-
-
-@dataclass(frozen=True)
-class Security:
-    """What a pod/container ``securityContext`` gives the process: ``user`` (``uid[:gid]``
-    for Docker, None = the image's user), ``group_add`` (``fsGroup`` as a supplementary
-    group) and ``cap_add`` (``capabilities.add``)."""
-
-    user: str | None = None
-    group_add: tuple[str, ...] = ()
-    cap_add: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """One pod of the MPIJob as a container (Docker SDK ``containers.run`` arguments).
-
-    ``entrypoint`` is the Kubernetes ``command`` (None = the image's ENTRYPOINT) and
-    ``command`` its ``args`` (None = the image's CMD), the usual Kubernetes/Docker mapping.
-    ``shm_size`` is in bytes (None = Docker's default), ``aliases`` are the DNS names on the
-    job network, ``dns_search`` the pod's search path.
-    """
-
-    name: str
-    role: str
-    image: str
-    entrypoint: tuple[str, ...] | None
-    command: tuple[str, ...] | None
-    environment: dict[str, str]
-    working_dir: str | None = None
-    security: Security = Security()
-    shm_size: int | None = None
-    mounts: tuple[Mount, ...] = ()
-    aliases: tuple[str, ...] = ()
-    dns_search: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RunPolicy:
-    """``spec.runPolicy`` and ``spec.launcherCreationPolicy`` with upstream defaults
-    (``cleanPodPolicy`` None, batch/v1 Job ``backoffLimit`` 6 when unset)."""
-
-    clean_pod_policy: str = "None"
-    backoff_limit: int = 6
-    active_deadline_seconds: int | None = None
-    launcher_creation_policy: str = "AtStartup"
-    launcher_restart_policy: str = "OnFailure"
-
-
-@dataclass(frozen=True)
-class LocalPlan:
-    """Everything the runner starts for one MPIJob."""
-
-    name: str
-    namespace: str
-    network: str
-    hostfile: str
-    workers: tuple[ContainerSpec, ...]
-    launcher: ContainerSpec
-    policy: RunPolicy
-    ssh_key_mode: int
-    ssh_mount_path: str
-    launcher_as_worker: bool = False
-    mpi_implementation: str = "OpenMPI"
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def quantity_bytes(text: str) -> int:
@@ -259,7 +181,7 @@ def security(pod_spec: Mapping, container: Mapping) -> Security:
     return Security(user=user, group_add=tuple(dict.fromkeys(groups)), cap_add=caps)
 
 
-def _volume_mount(vol: Mapping, vm: Mapping, pod: str) -> tuple[Mount | None, int | None]:
+def volume_mount(vol: Mapping, vm: Mapping, pod: str) -> tuple[Mount | None, int | None]:
     """A pod volume + its volumeMount -> (Mount, shm bytes for a Memory /dev/shm).
 
     Raises:
@@ -284,7 +206,8 @@ def _volume_mount(vol: Mapping, vm: Mapping, pod: str) -> tuple[Mount | None, in
                      f"by the local runner; accepted: {', '.join(VOLUME_KINDS)}")
 
 
-def _drop_resources(container: Mapping, pod: str, notes: list[str]) -> None:
+def drop_resources(container: Mapping, pod: str, notes: list[str]) -> None:
+    """Append a note naming the container's resource requests/limits (not applied locally)."""
     res = container.get("resources") or {}
     names = sorted({k for part in ("limits", "requests") for k in (res.get(part) or {})})
     if names:
@@ -306,7 +229,7 @@ def pod_container(template: Mapping, pod: str, role: str, job: Mapping,
     c = spec["containers"][0]
     if len(spec["containers"]) > 1 or spec.get("initContainers"):
         notes.append(f"{pod}: only the first container runs locally")
-    _drop_resources(c, pod, notes)
+    drop_resources(c, pod, notes)
     cmd, args = c.get("command"), c.get("args")
     if role == "worker" and not cmd and not args:
         cmd = list(DEFAULT_WORKER_COMMAND)
@@ -320,7 +243,7 @@ def pod_container(template: Mapping, pod: str, role: str, job: Mapping,
     for vm in c.get("volumeMounts") or []:
         if vm["name"] not in vols:
             raise ValueError(f"{pod}: volumeMount {vm['name']!r} names no pod volume")
-        mount, size = _volume_mount(vols[vm["name"]], vm, pod)
+        mount, size = volume_mount(vols[vm["name"]], vm, pod)
         shm = size if size is not None else shm
         mounts += [mount] if mount else []
     mounts.append(Mount("ssh", "ssh", s.get("sshAuthMountPath", ROOT_SSH_PATH), True))
@@ -384,6 +307,6 @@ def plan(job: Mapping) -> LocalPlan:
         name=name, namespace=ns, network=f"kfp-gpu-{ns}-{name}",
         hostfile=hostfile(name, ns, n, int(spec.get("slotsPerWorker", 1)), impl, as_worker),
         workers=workers, launcher=launcher, policy=run_policy(spec),
-        ssh_key_mode=0o600 if mount_path == ROOT_SSH_PATH else 0o644,
-        ssh_mount_path=mount_path, launcher_as_worker=as_worker, mpi_implementation=impl,
+        ssh=SshSecret(mount_path, 0o600 if mount_path == ROOT_SSH_PATH else 0o644),
+        launcher_as_worker=as_worker, mpi_implementation=impl,
         notes=tuple(dict.fromkeys(notes)))

@@ -3,15 +3,21 @@
 Takes the exact ``kubeflow.org/v2beta1`` MPIJob object :func:`kfp_gpu.mpijob.build` emits,
 plans it (:func:`kfp_gpu.mpi.local_plan.plan`, pure) and does what the MPI Operator's
 controller does (kubeflow/mpi-operator v0.8.2, commit caa3c47,
-``pkg/controller/mpi_job_controller.go``), with the Docker SDK:
+``pkg/controller/mpi_job_controller.go``), with the Docker SDK. A ``trainer.kubeflow.org/
+v1alpha1`` TrainJob (:func:`kfp_gpu.mpi.trainjob.build`) runs the same way from its own
+plan (:func:`kfp_gpu.mpi.local_plan_trainjob.plan`: the ``node`` pods as Workers, the
+``launcher`` pod as Launcher, Trainer's hostfile and ssh Secret, TrainJob conditions from
+:class:`kfp_gpu.mpi.local_status.TrainJobStatus`); :func:`plan_job` dispatches on ``kind``.
+Steps:
 
 1. a user-defined bridge network ``kfp-gpu-<NS>-<J>``; each container is reachable by the
    names the headless Service gives its pod (``<J>-worker-<i>.<J>.<NS>.svc`` and shorter,
    network aliases instead of the Service);
-2. a workspace folder with the ConfigMap (``hostfile``, ``discover_hosts.sh``) and the ssh
-   Secret (``newSSHAuthSecret``: an ECDSA P-521 key, ``id_rsa`` as an ``EC PRIVATE KEY``
-   PEM, ``id_rsa.pub`` = ``authorized_keys`` in OpenSSH form), files owned by the caller
-   (root here, as kubelet's), mode 0644 (0600 for ``/root/.ssh``), mounted read-only;
+2. a workspace folder (:mod:`kfp_gpu.mpi.local_workspace`) with the ConfigMap
+   (``hostfile``, ``discover_hosts.sh``) and the ssh Secret (``newSSHAuthSecret``: an ECDSA
+   P-521 key, ``id_rsa`` as an ``EC PRIVATE KEY`` PEM, ``id_rsa.pub`` = ``authorized_keys``
+   in OpenSSH form), files owned by the caller (root here, as kubelet's), mode 0644 (0600
+   for ``/root/.ssh``; TrainJob: 0640/0644, group fsGroup), mounted read-only;
 3. the Workers (``getOrCreateWorker``), then -- with ``WaitForWorkersReady`` once every
    Worker runs and listens on a TCP port (its sshd), with ``AtStartup`` at once -- the
    Launcher (``newLauncherJob``); ``discover_hosts.sh`` lists the running Workers;
@@ -35,14 +41,16 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Self
 
 from kfp_gpu.mpi import local_plan as lp
+from kfp_gpu.mpi import local_plan_trainjob as lpt
 from kfp_gpu.mpi import local_status as ls
+from kfp_gpu.mpi import local_workspace as lw
+from kfp_gpu.mpi.local_workspace import ssh_key_pair  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -52,30 +60,30 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # pkg/apis/kubeflow/v2beta1/c
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
 
-def ssh_key_pair() -> tuple[bytes, bytes]:
-    """A new ECDSA P-521 key as (``EC PRIVATE KEY`` PEM, OpenSSH public key line), the form
-    of newSSHAuthSecret (x509.MarshalECPrivateKey + ssh.MarshalAuthorizedKey)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    key = ec.generate_private_key(ec.SECP521R1())
-    private = key.private_bytes(serialization.Encoding.PEM,
-                                serialization.PrivateFormat.TraditionalOpenSSL,
-                                serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                           serialization.PublicFormat.OpenSSH)
-    return private, public + b"\n"
-
-
-def _write(path: Path, data: bytes | str, mode: int) -> None:
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    path.chmod(mode)
-
-
 def log_tail(container, lines: int = 5) -> str:
     """The last ``lines`` lines of a container's output (CR removed), for messages."""
     text = container.logs(tail=lines).decode(errors="replace").replace("\r", "")
     return text.strip()
+
+
+def plan_job(job: Mapping, runtime: Mapping | None = None) -> lp.LocalPlan:
+    """The plan for ``job`` by its ``kind``: an MPIJob (:func:`kfp_gpu.mpi.local_plan.plan`)
+    or a TrainJob with the ``runtime`` its ``runtimeRef`` names
+    (:func:`kfp_gpu.mpi.local_plan_trainjob.plan`).
+
+    Raises:
+        ValueError: another kind, a TrainJob without ``runtime``, or the planner's errors.
+    """
+    kind = job.get("kind")
+    if kind == "MPIJob":
+        return lp.plan(job)
+    if kind == "TrainJob":
+        if runtime is None:
+            raise ValueError("a TrainJob needs its ClusterTrainingRuntime/TrainingRuntime "
+                             "object (runtime=...; CLI: --runtime FILE)")
+        return lpt.plan(job, runtime)
+    raise ValueError(f"cannot run kind {kind!r} locally; accepted: MPIJob "
+                     "(kubeflow.org/v2beta1), TrainJob (trainer.kubeflow.org/v1alpha1)")
 
 
 def listening(proc_net_tcp: str) -> bool:
@@ -85,10 +93,13 @@ def listening(proc_net_tcp: str) -> bool:
 
 
 class LocalMPIJobRunner:
-    """One MPIJob executed as containers; a context manager that deletes it on exit.
+    """One MPIJob (or TrainJob) executed as containers; a context manager that deletes it
+    on exit.
 
     Args:
-        job: the MPIJob object (``dict``).
+        job: the MPIJob or TrainJob object (``dict``).
+        runtime: for a TrainJob, the (Cluster)TrainingRuntime object its ``runtimeRef``
+            names (e.g. ``manifests/trainer/horovod-runtime.yaml``); unused for an MPIJob.
         client: a ``docker.DockerClient`` (default ``docker.from_env()``: ``DOCKER_HOST``).
         pvc_dirs: claim name -> local folder for each ``persistentVolumeClaim`` volume.
         image: if set, replaces every pod template's image (e.g. a locally built tag).
@@ -98,20 +109,21 @@ class LocalMPIJobRunner:
         poll_s: seconds between looks at the containers.
 
     Raises:
-        ValueError: from :func:`kfp_gpu.mpi.local_plan.plan`, or a PVC without a folder.
+        ValueError: from :func:`plan_job`, or a PVC without a folder.
     """
 
-    def __init__(self, job: Mapping, client=None, *, pvc_dirs: Mapping[str, str] | None = None,
-                 image: str | None = None, ready_timeout_s: float = 120.0,
+    def __init__(self, job: Mapping, client=None, *, runtime: Mapping | None = None,
+                 pvc_dirs: Mapping[str, str] | None = None, image: str | None = None,
+                 ready_timeout_s: float = 120.0,
                  on_status: Callable[[dict], None] | None = None, poll_s: float = 0.5):
         import docker
 
-        self.plan = lp.plan(job)
+        self.plan = plan_job(job, runtime)
         self.client = client or docker.from_env()
         self.pvc_dirs = {k: str(Path(v).resolve()) for k, v in (pvc_dirs or {}).items()}
         self.image, self.ready_timeout_s, self.poll_s = image, ready_timeout_s, poll_s
         self.on_status = on_status
-        self.status = ls.JobStatus(self.plan.name, self.plan.namespace)
+        self.status = ls.for_plan(self.plan)
         self.key = f"{self.plan.namespace}.{self.plan.name}"
         self.workspace: Path | None = None
         self.launcher_failures = 0
@@ -139,32 +151,8 @@ class LocalMPIJobRunner:
                 "config": lambda: str(self.workspace / "config")}[m.kind]()
         return os.path.join(base, m.sub_path) if m.sub_path else base
 
-    def _write_workspace(self) -> None:
-        ws = Path(tempfile.mkdtemp(prefix=f"kfp-gpu-mpijob-{self.plan.name}-"))
-        ws.chmod(0o755)
-        self.workspace = ws
-        (ws / "ssh").mkdir(mode=0o755)
-        private, public = ssh_key_pair()
-        mode = self.plan.ssh_key_mode
-        _write(ws / "ssh" / "id_rsa", private, mode)
-        _write(ws / "ssh" / "id_rsa.pub", public, mode)
-        _write(ws / "ssh" / "authorized_keys", public, mode)
-        (ws / "config").mkdir(mode=0o755)
-        _write(ws / "config" / lp.HOSTFILE, self.plan.hostfile, 0o444)
-        self._write_discover_hosts([])
-        for spec in (*self.plan.workers, self.plan.launcher):
-            for m in spec.mounts:
-                if m.kind == "emptyDir":
-                    d = ws / "emptydir" / m.source
-                    d.mkdir(parents=True, exist_ok=True)
-                    d.chmod(0o777)  # kubelet creates emptyDir folders 0777
-
     def _write_discover_hosts(self, running: list[str]) -> None:
-        path = self.workspace / "config" / lp.DISCOVER_HOSTS
-        if path.exists():
-            path.chmod(0o755)
-        _write(path, lp.discover_hosts(self.plan.name, self.plan.namespace, running,
-                                       self.plan.launcher_as_worker), 0o555)
+        lw.write_discover_hosts(self.workspace, self.plan, running)
 
     def _labels(self, role: str = "") -> dict[str, str]:
         out = {JOB_LABEL: self.key, JOB_NAME_LABEL: self.plan.name}
@@ -206,17 +194,18 @@ class LocalMPIJobRunner:
             docker.errors.ImageNotFound: the image is not in the engine.
         """
         if self.containers() or self._networks():
-            raise RuntimeError(f"containers or network of MPIJob {self.key} exist already; "
-                               "delete them first (LocalMPIJobRunner.delete, or --replace)")
+            raise RuntimeError(f"containers or network of {self.plan.kind} {self.key} exist "
+                               "already; delete them first (LocalMPIJobRunner.delete, or "
+                               "--replace)")
         for image in {self.image or s.image for s in (*self.plan.workers, self.plan.launcher)}:
             self.client.images.get(image)
-        self._write_workspace()
+        self.workspace = lw.write_workspace(self.plan)
         self.client.networks.create(self.plan.network, driver="bridge", labels=self._labels())
         self.status.created()
         self._publish()
         for spec in self.plan.workers:
             self._run(spec)
-        log.info("MPIJob %s: %d Workers started", self.key, len(self.plan.workers))
+        log.info("%s %s: %d Workers started", self.plan.kind, self.key, len(self.plan.workers))
 
     # ------------------------------------------------------------------ watching
     def _publish(self) -> None:
@@ -243,11 +232,8 @@ class LocalMPIJobRunner:
         for c in workers:
             state, code, oom = self._state(c)
             if state in ("exited", "dead") and (code != 0 or oom or not launcher_started):
-                reason = ls.container_reason(code, oom)
-                tail = log_tail(c)
-                self.status.failed(f"{ls.WORKER_FAILED}/{reason}",
-                                   f"worker {c.name} exited with code {code} ({reason})"
-                                   + (f": {tail}" if tail else ""))
+                self.status.worker_failed(c.name, code, ls.container_reason(code, oom),
+                                          log_tail(c))
                 return c.name
         return None
 
@@ -269,12 +255,13 @@ class LocalMPIJobRunner:
             key = "running" if state == "running" else (
                 "ok" if state == "exited" and code == 0 and not oom else "bad")
             counts[key] += 1 if state in ("running", "exited", "dead") else 0
-        self.status.replicas("Worker", counts["running"], counts["ok"], counts["bad"])
+        self.status.replicas("Worker", counts["running"], counts["ok"], counts["bad"],
+                             total=len(self.plan.workers))
         if launcher is not None:
             state, code, _ = self._state(launcher)
             self.status.replicas("Launcher", active=int(state == "running"),
                                  succeeded=int(state == "exited" and code == 0),
-                                 failed=self.launcher_failures)
+                                 failed=self.launcher_failures, total=1)
 
     def _launcher_exit(self, launcher) -> bool:
         """Handle an exited Launcher: Succeeded, a restart, or Failed; True if finished."""
@@ -286,12 +273,9 @@ class LocalMPIJobRunner:
         reason = ls.container_reason(code, oom)
         policy = self.plan.policy
         if self.launcher_failures > policy.backoff_limit:
-            tail = log_tail(launcher)
-            self.status.failed(f"{ls.BACKOFF_LIMIT_EXCEEDED}/{reason}",
-                               f"Job has reached the specified backoff limit: {launcher.name} "
-                               f"exited with code {code} ({reason})" + (f": {tail}" if tail else ""))
+            self.status.launcher_failed(launcher.name, code, reason, log_tail(launcher))
             return True
-        log.info("MPIJob %s: launcher exited %d, restart %d of %d", self.key, code,
+        log.info("%s %s: launcher exited %d, restart %d of %d", self.plan.kind, self.key, code,
                  self.launcher_failures, policy.backoff_limit)
         launcher.start()
         return False
@@ -299,8 +283,7 @@ class LocalMPIJobRunner:
     def _deadline_passed(self, t0: float) -> bool:
         limit = self.plan.policy.active_deadline_seconds
         if limit is not None and time.monotonic() - t0 > limit:
-            self.status.failed(ls.DEADLINE_EXCEEDED,
-                               "Job was active longer than specified deadline")
+            self.status.deadline_exceeded()
             return True
         return False
 
@@ -316,8 +299,7 @@ class LocalMPIJobRunner:
                                             if self._state(c)[0] == "running"])
                 launcher = self._run(self.plan.launcher)
             elif time.monotonic() - t0 > self.ready_timeout_s:
-                self.status.failed(ls.WORKERS_NOT_READY, f"Workers not running and listening "
-                                   f"after {self.ready_timeout_s:.0f} s")
+                self.status.workers_not_ready(self.ready_timeout_s)
                 return launcher
         if launcher is not None:
             launcher.reload()

@@ -103,3 +103,15 @@ def run_in(docker_client) -> Callable[..., ContainerResult]:
         return run_container(docker_client, ref, command, **kwargs)
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def docker_engine(docker_client):
+    """The shared ``docker_client`` under the name the local-runner tests use."""
+    return docker_client
+
+
+@pytest.fixture(scope="session")
+def horovod_image(image) -> str:
+    """The local tag of the horovod image (``image`` fixture: skips if not built)."""
+    return image("horovod")

@@ -13,92 +13,29 @@ network and workspace are shown gone afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import stat
-import threading
 from pathlib import Path
-from typing import Self
 
 import pytest
 
 from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
 from kfp_gpu.mpi import local_runner, mpijob, network, ssh, volumes
 from kfp_gpu.mpi.options import MPIJobOptions
+from tests.containers import local_jobs
+from tests.containers.local_jobs import assert_gone
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 
 UID = ssh.MPI_USER_ID
 
 
-@pytest.fixture(scope="module")
-def docker_engine(docker_client):
-    """The shared ``docker_client`` (tests/containers/conftest.py) under this file's name."""
-    return docker_client
-
-
-@pytest.fixture(scope="module")
-def horovod_image(image) -> str:
-    """The local tag of the horovod image (shared ``image`` fixture: skips if not built)."""
-    return image("horovod")
-
-
-class Sampler:
-    """Samples ``docker top`` of the job's running containers until stopped: (uid, args)
-    of every process seen, and each condition type in the order it appeared."""
-
-    def __init__(self, runner: local_runner.LocalMPIJobRunner):
-        self.runner, self.procs, self.conditions = runner, set(), []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def on_status(self, status: dict) -> None:
-        for c in status["conditions"]:
-            if c["status"] == "True" and c["type"] not in self.conditions:
-                self.conditions.append(c["type"])
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.5):
-            for c in self.runner.containers():
-                top = {}
-                with contextlib.suppress(Exception):  # the container may just have stopped
-                    top = c.top(ps_args="-o pid,uid,args")
-                for row in top.get("Processes") or []:
-                    self.procs.add((c.name, int(row[1]), row[2]))
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
-def run_job(client, job: dict, **kw) -> tuple[dict, Sampler, local_runner.LocalMPIJobRunner]:
-    """Run ``job`` to the end; returns (status, sampler, runner) with the runner's
-    containers still present (the caller deletes them)."""
-    runner = local_runner.LocalMPIJobRunner(job, client, poll_s=0.2, **kw)
-    sampler = Sampler(runner)
-    runner.on_status = sampler.on_status
-    runner.delete()  # what an interrupted earlier run may have left
-    with sampler:
-        runner.start()
-        ssh = runner.workspace / "ssh"
-        modes = {p.name: (stat.S_IMODE(p.stat().st_mode), p.stat().st_uid)
-                 for p in ssh.iterdir()}
-        assert modes == {n: (0o644, os.getuid())
-                         for n in ("id_rsa", "id_rsa.pub", "authorized_keys")}
-        status = runner.wait()
-    return status, sampler, runner
-
-
-def assert_gone(client, runner: local_runner.LocalMPIJobRunner, workspace: Path) -> None:
-    runner.delete()
-    assert runner.containers() == []
-    assert client.networks.list(filters={"label": f"{local_runner.JOB_LABEL}={runner.key}"}) == []
-    assert not workspace.exists()
+def run_job(client, job: dict, **kw):
+    """:func:`tests.containers.local_jobs.run_job` expecting mpi-operator's ssh files
+    (mode 0644 off ``/root/.ssh``, owned by the caller as kubelet's)."""
+    expected = {n: (0o644, os.getuid(), os.getgid())
+                for n in ("id_rsa", "id_rsa.pub", "authorized_keys")}
+    return local_jobs.run_job(client, job, expected, **kw)
 
 
 def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
