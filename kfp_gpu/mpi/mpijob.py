@@ -64,9 +64,10 @@ from kfp_gpu.mpi.options import MPIJobOptions
 
 
 def rank_env(opts: MPIJobOptions) -> dict[str, str]:
-    """All environment the ranks get: NCCL/Horovod settings, the GPU request's env
-    (e.g. its share variable), then ``opts.env`` (which wins)."""
-    env = opts.network.nccl_env()
+    """All environment the ranks get: NCCL/Horovod settings, what the Worker command reads
+    (``KFP_GPU_RDMA``), the GPU request's env (e.g. its share variable), then ``opts.env``
+    (which wins)."""
+    env = {**opts.network.nccl_env(), **opts.network.worker_env()}
     for e in opts.gpu_request().pod_fragment()["env"]:
         env[e["name"]] = str(e["value"])
     env.update(opts.env)
