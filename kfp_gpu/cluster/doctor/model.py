@@ -99,7 +99,9 @@ class RuntimeFacts:
 
 @dataclass
 class ClusterFacts:
-    """Everything :func:`gather` saw. ``*_error``: why that part could not be read."""
+    """Everything :func:`gather` saw. ``*_error``: why that part could not be read.
+    ``pod_security``: the namespace's Pod Security labels without their prefix
+    (``{"enforce": "baseline", "enforce-version": "latest"}``)."""
 
     nodes: list[Node] = field(default_factory=list)
     nodes_error: str = ""
@@ -111,6 +113,9 @@ class ClusterFacts:
     subject: str = ""
     access: list[Access] = field(default_factory=list)
     access_error: str = ""
+    pod_security: dict[str, str] = field(default_factory=dict)
+    pod_security_read: bool = False
+    pod_security_error: str = ""
     connect_error: str = ""
 
 
