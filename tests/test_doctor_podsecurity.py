@@ -8,6 +8,7 @@ import pytest
 
 from kfp_gpu.cluster import doctor
 from kfp_gpu.cluster.doctor import podsecurity
+from kfp_gpu.cluster.doctor.model import PodSecurityFacts
 from tests.doubles.k8s_cluster import FakeCluster
 from tests.test_doctor import facts, nodes, run
 
@@ -16,7 +17,8 @@ MPI = doctor.Needs(mpi=True, source="pipeline resnet-horovod")
 
 
 def report(levels: dict, needs: doctor.Needs = MPI, **kw) -> doctor.Report:
-    return doctor.build_report(facts(pod_security=levels, pod_security_read=True, **kw), needs)
+    ps = PodSecurityFacts(levels=levels, read=True)
+    return doctor.build_report(facts(pod_security=ps, **kw), needs)
 
 
 def ipc_lock_warnings(rep: doctor.Report) -> list[str]:

@@ -49,17 +49,17 @@ def rdma_offered(facts: ClusterFacts) -> bool:
 def pod_security_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
     """The namespace's Pod Security levels; warnings when they stop the distributed job's
     pods (judged for a pipeline that launches one, or in report-only mode)."""
-    if not facts.pod_security_read and not facts.pod_security_error:
+    ps = facts.pod_security
+    if not ps.read and not ps.error:
         return
     ns = facts.namespace
-    levels = facts.pod_security
+    levels = ps.levels
     rows = [(mode, levels.get(mode, "(unset: cluster default)"),
              levels.get(f"{mode}-version", "-")) for mode in MODES]
     rep.sections.append((f"Pod Security admission: namespace {ns}",
                          ("mode", "level", "version"), rows))
-    if facts.pod_security_error:
-        rep.warnings.append(f"cannot read namespace {ns}'s Pod Security labels: "
-                            f"{facts.pod_security_error}")
+    if ps.error:
+        rep.warnings.append(f"cannot read namespace {ns}'s Pod Security labels: {ps.error}")
         return
     if not (needs.mpi or not needs.source):
         return
@@ -96,7 +96,7 @@ def read_pod_security(api_client, facts: ClusterFacts) -> None:
             facts.namespace, _preload_content=False, _request_timeout=30)
         labels = (json.loads(resp.data).get("metadata") or {}).get("labels") or {}
     except ApiException as e:
-        facts.pod_security_error = api_error(e)
+        facts.pod_security.error = api_error(e)
         return
-    facts.pod_security = pod_security_labels(labels)
-    facts.pod_security_read = True
+    facts.pod_security.levels = pod_security_labels(labels)
+    facts.pod_security.read = True
