@@ -3,6 +3,7 @@ mpirun command, names, and the ValueErrors for bad input."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -326,7 +327,12 @@ def test_defaults_fit_the_horovod_image():
     assert spec["sshAuthMountPath"] == f"{home}/.ssh"
     worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     cmd = worker["command"]
-    assert cmd[:2] == ["/usr/sbin/sshd", "-De"]
+    # the image's own Python (its venv is on the image PATH too) starts sshd through
+    # kfp_gpu.training.worker_start, a module the image installs
+    venv = re.search(r"^COPY --from=build (\S+) \1$", text, re.MULTILINE).group(1)
+    assert cmd[:3] == [f"{venv}/bin/python", "-m", "kfp_gpu.training.worker_start"]
+    assert importlib.util.find_spec(cmd[2]) is not None
+    assert cmd[3:5] == ["/usr/sbin/sshd", "-De"]
     sshd_config = cmd[cmd.index("-f") + 1]
     # the file the image writes, with the HostKey under sshAuthMountPath and the port
     assert f"> {sshd_config}" in text
@@ -347,7 +353,8 @@ def test_root_ssh_layout_is_one_override_away():
         assert "securityContext" not in tpl["spec"]
         validate_pod_template(tpl)
     worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert worker["command"] == ["/usr/sbin/sshd", "-De"]
+    assert worker["command"] == ["python3", "-m", "kfp_gpu.training.worker_start",
+                                 "/usr/sbin/sshd", "-De"]
     assert worker["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     # fsGroup for a shared volume the non-root ranks write to
     shared = mpijob.build(options(gpu="gpu:2", fs_group=1000))

@@ -185,3 +185,31 @@ def test_compiled_pipeline_gpu_on_training_task_passed_through():
     assert acc["resourceType"] == "nvidia.com/gpu" and str(acc["resourceCount"]) == "8"
     assert "kfp-gpu-trainer" in train_exec["container"]["image"]
 
+
+
+@pytest.mark.parametrize("name", ["small", "resnet50"])
+def test_models_feed_their_rescaling_output_forward(name):
+    """Issue 11 item 17: the Rescaling(1/255) output is what the first convolution reads,
+    so the model takes raw 0..255 pixels as its docstring says (before, ``small``'s first
+    convolution read the raw input and the layer's output went nowhere).
+
+    Graph: the first Conv2D consumes the Rescaling layer's output. Behaviour: with the
+    Rescaling scale set to 0 every input reaches the convolutions as zeros, so two different
+    images give the same prediction; with the real scale they do not."""
+    import keras
+
+    from kfp_gpu.training import resnet_models
+
+    shape = (28, 28, 1) if name == "small" else (32, 32, 3)
+    model = resnet_models.build(name, shape, 10, blocks=1, width=4)
+    rescale = next(la for la in model.layers if isinstance(la, keras.layers.Rescaling))
+    first_conv = next(la for la in model.layers if isinstance(la, keras.layers.Conv2D))
+    if name == "small":  # keras.applications.ResNet50 pads before its first convolution
+        assert first_conv.input is rescale.output
+    rng = np.random.default_rng(0)
+    images = (255 * rng.random((2, *shape))).astype(np.float32)
+    differ = np.asarray(model(images, training=False))
+    assert not np.allclose(differ[0], differ[1], atol=1e-6)
+    rescale.scale = 0.0
+    blind = np.asarray(model(images, training=False))
+    np.testing.assert_allclose(blind[0], blind[1], atol=1e-6)

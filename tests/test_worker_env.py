@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from kfp_gpu.mpi import ssh
 from kfp_gpu.training import worker_env
 
 
@@ -35,16 +36,27 @@ def test_loader_sets_missing_names_only(tmp_path):
 
 
 def test_a_rank_with_a_clean_env_sees_the_worker_env(tmp_path):
-    """The Worker entry writes the file then execs its command; a process started with a
-    fresh environment (as sshd starts a rank: only HOME, PATH) loads it."""
+    """The Worker entry (kfp_gpu.training.worker_start, the start of
+    ssh.DEFAULT_WORKER_COMMAND) writes the file then execs its command; a process started
+    with a fresh environment (as sshd starts a rank: only HOME, PATH) loads it."""
     home = tmp_path / "home"
     home.mkdir()
     entry_env = {**os.environ, "HOME": str(home), "CUDA_DEVICE_MEMORY_LIMIT_0": "123m"}
-    subprocess.run([sys.executable, "-m", "kfp_gpu.training.worker_env", "true"],
-                   env=entry_env, check=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "kfp_gpu.training.worker_start", "sh", "-c",
+                           "echo exec $CUDA_DEVICE_MEMORY_LIMIT_0"], env=entry_env,
+                          capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == "exec 123m"  # the command ran, with the Worker's env
     rank = ("import os; from kfp_gpu.training.worker_env import load_worker_env; "
             "load_worker_env(); print(os.environ.get('CUDA_DEVICE_MEMORY_LIMIT_0'))")
     out = subprocess.run([sys.executable, "-c", rank], capture_output=True, text=True,
                          env={"HOME": str(home), "PATH": os.environ["PATH"]}, check=True,
                          timeout=60)
     assert out.stdout.strip() == "123m"
+
+
+def test_worker_command_starts_sshd_through_the_entry():
+    """Both Worker commands (non-root image, root image) run the entry module with the
+    sshd command as its arguments, so the file is written before any rank can start."""
+    for cmd in (ssh.DEFAULT_WORKER_COMMAND, ssh.ROOT_SSH.worker_command):
+        assert cmd[1:3] == ("-m", "kfp_gpu.training.worker_start")
+        assert cmd[3] == "/usr/sbin/sshd" and "-De" in cmd

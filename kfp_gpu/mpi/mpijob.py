@@ -35,7 +35,8 @@ the MPI Operator's non-root base image (``build/base/Dockerfile`` and the
 home ``/home/mpiuser``), so ``sshAuthMountPath: /home/mpiuser/.ssh``, pods with
 ``runAsUser``/``runAsGroup`` 1000, and Workers running
 ``/usr/sbin/sshd -De -f /home/mpiuser/.sshd_config`` (port 2222, host key = the operator's
-``id_rsa``). The image's ``/etc/ssh/ssh_config`` sets ``Port 2222`` for the ssh client, so
+``id_rsa``), started through :mod:`kfp_gpu.training.worker_start` (device env for the
+ranks, RDMA memlock check: :data:`kfp_gpu.mpi.ssh.DEFAULT_WORKER_COMMAND`). The image's ``/etc/ssh/ssh_config`` sets ``Port 2222`` for the ssh client, so
 mpirun needs no ``-mca plm_rsh_args "-p 2222"``; images without that line need it (or an
 ssh config). For a root image use ``ssh=kfp_gpu.mpi.options.ROOT_SSH``.
 
@@ -64,9 +65,10 @@ from kfp_gpu.mpi.options import MPIJobOptions
 
 
 def rank_env(opts: MPIJobOptions) -> dict[str, str]:
-    """All environment the ranks get: NCCL/Horovod settings, the GPU request's env
-    (e.g. its share variable), then ``opts.env`` (which wins)."""
-    env = opts.network.nccl_env()
+    """All environment the ranks get: NCCL/Horovod settings, what the Worker command reads
+    (``KFP_GPU_RDMA``), the GPU request's env (e.g. its share variable), then ``opts.env``
+    (which wins)."""
+    env = {**opts.network.nccl_env(), **opts.network.worker_env()}
     for e in opts.gpu_request().pod_fragment()["env"]:
         env[e["name"]] = str(e["value"])
     env.update(opts.env)

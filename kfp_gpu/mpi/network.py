@@ -5,7 +5,9 @@ config, NVIDIA Network Operator), ``rdma/hca_shared_devices_a`` (Network Operato
 ``NicClusterPolicy`` examples); ``k8s.v1.cni.cncf.io/networks`` (Multus pod annotation);
 ``NCCL_IB_HCA``, ``NCCL_NET_GDR_LEVEL``, ``NCCL_SOCKET_IFNAME``, ``NCCL_DEBUG``,
 ``NCCL_IB_DISABLE`` (NCCL user guide, "Environment Variables"); ``IPC_LOCK`` (Linux
-capability needed to register memory for RDMA verbs).
+capability needed to register memory for RDMA verbs); ``KFP_GPU_RDMA`` (this project: the
+Worker command checks the memlock limit when it is ``1``, see
+:mod:`kfp_gpu.training.worker_start`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from kfp_gpu.mpi.checks import choice, positive_int
+from kfp_gpu.training.worker_start import RDMA_ENV
 
 MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 #: Istio's per-pod sidecar injection switch (istio.io, "Installing the Sidecar").
@@ -103,3 +106,9 @@ class Network:
         if self.nccl_socket_ifname:
             env["NCCL_SOCKET_IFNAME"] = self.nccl_socket_ifname
         return env
+
+    def worker_env(self) -> dict[str, str]:
+        """Env the Worker command reads at start (:mod:`kfp_gpu.training.worker_start`):
+        ``KFP_GPU_RDMA=1`` with ``rdma``, so it checks ``RLIMIT_MEMLOCK`` before sshd
+        starts; empty otherwise."""
+        return {RDMA_ENV: "1"} if self.rdma else {}

@@ -21,9 +21,19 @@ MPI_USER_HOME = "/home/mpiuser"
 SSH_PORT = 2222
 #: Where the operator mounts the SSH Secret (id_rsa, authorized_keys) for ``mpiuser``.
 DEFAULT_SSH_AUTH_MOUNT_PATH = f"{MPI_USER_HOME}/.ssh"
-#: Worker command: sshd in the foreground with the user's own config (PidFile and HostKey
-#: under the home directory, ``Port 2222``), as in kubeflow/mpi-operator's pi example.
-DEFAULT_WORKER_COMMAND = ("/usr/sbin/sshd", "-De", "-f", f"{MPI_USER_HOME}/.sshd_config")
+#: sshd in the foreground with the user's own config (PidFile and HostKey under the home
+#: directory, ``Port 2222``), as in kubeflow/mpi-operator's pi example.
+SSHD_COMMAND = ("/usr/sbin/sshd", "-De", "-f", f"{MPI_USER_HOME}/.sshd_config")
+#: The horovod image's Python (its virtualenv, images/horovod/Dockerfile ``/opt/venv``).
+IMAGE_PYTHON = "/opt/venv/bin/python"
+#: Module that starts a Worker: RDMA memlock check, device-plugin env handed to the ranks
+#: (:mod:`kfp_gpu.training.worker_start`), then exec of the rest of the command.
+WORKER_START = ("-m", "kfp_gpu.training.worker_start")
+#: Worker command: :data:`SSHD_COMMAND` started through :data:`WORKER_START`, so ranks that
+#: sshd starts (with a fresh environment) still see the device plugin's env (HAMi limits,
+#: ``NVIDIA_VISIBLE_DEVICES``) and an RDMA Worker with a too small memlock limit fails at
+#: once with the fix.
+DEFAULT_WORKER_COMMAND = (IMAGE_PYTHON, *WORKER_START, *SSHD_COMMAND)
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,7 @@ class SshOptions:
         return out
 
 
-#: SSH options for an image whose sshd runs as root (``/root/.ssh``, system config).
-ROOT_SSH = SshOptions(worker_command=("/usr/sbin/sshd", "-De"),
+#: SSH options for an image whose sshd runs as root (``/root/.ssh``, system config); the
+#: image needs kfp-gpu installed for ``python3`` on its PATH (the ranks import it anyway).
+ROOT_SSH = SshOptions(worker_command=("python3", *WORKER_START, "/usr/sbin/sshd", "-De"),
                       ssh_auth_mount_path="/root/.ssh", run_as_user=None, run_as_group=None)

@@ -5,13 +5,18 @@ environment of the container's PID 1, so what a device plugin's Allocate put int
 container (HAMi ``CUDA_DEVICE_MEMORY_LIMIT_<i>``/``CUDA_DEVICE_SM_LIMIT``, KAI
 ``GPU_PORTION``, MetaGPU ``METAGPU_*``, ``NVIDIA_VISIBLE_DEVICES``) never reaches a rank
 mpirun started over ssh. ``mpirun -x NAME`` is no fix: it forwards the *Launcher's* value,
-and the Launcher requests no GPU (issue 11 item 15; HAMi-core reads the limit from the rank
-process env in ``do_init_device_memory_limits``, Project-HAMi/HAMi-core
-src/multiprocess/multiprocess_memory_limit.c, so a rank without it is unlimited).
+the same one to every rank, while the values are per Worker (each device plugin Allocate
+answers for the GPUs of that pod: ``NVIDIA_VISIBLE_DEVICES`` names that node's GPU UUIDs)
+and the Launcher requests no GPU, so it has none of them (issue 11 item 15; HAMi-core reads
+the limit from the rank process env in ``do_init_device_memory_limits``,
+Project-HAMi/HAMi-core src/multiprocess/multiprocess_memory_limit.c, so a rank without it is
+unlimited).
 
 So the Worker writes these names to :data:`WORKER_ENV_FILE` in its home before it starts
-sshd (:func:`write_worker_env`), and the rank program loads the file before it imports
-TensorFlow (:func:`load_worker_env`), without overriding names already set.
+sshd (:func:`write_worker_env`, called by the Worker command ``python -m
+kfp_gpu.training.worker_start /usr/sbin/sshd ...``), and the rank program loads the file
+before it imports TensorFlow (:func:`load_worker_env`), without overriding names already
+set.
 """
 
 from __future__ import annotations
@@ -75,16 +80,3 @@ def load_worker_env(path: Path | None = None,
             environ[name] = added[name] = value
     return added
 
-
-def main(argv: list[str]) -> None:
-    """``python -m kfp_gpu.training.worker_env CMD...``: write the file, then exec CMD
-    (the Worker's sshd)."""
-    write_worker_env(default_path())
-    if argv:
-        os.execvp(argv[0], argv)
-
-
-if __name__ == "__main__":
-    import sys
-
-    main(sys.argv[1:])

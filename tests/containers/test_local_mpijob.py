@@ -74,6 +74,41 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
         assert_gone(docker_engine, runner, workspace)
 
 
+def test_ranks_sshd_starts_see_the_workers_device_env(docker_engine, horovod_image):
+    """Issue 11 item 15: env a device plugin puts into the Worker container (here HAMi's
+    limit and NVIDIA's device list, set on the Worker template only, as Allocate would)
+    is absent from a rank's own environment (sshd starts sessions fresh; the Launcher has
+    none of it to forward with mpirun -x, and even sets NVIDIA_VISIBLE_DEVICES="") and
+    reaches the rank through the Worker command's file (load_worker_env)."""
+    code = ("import os, socket; from kfp_gpu.training.worker_env import load_worker_env; "
+            "before = os.environ.get('CUDA_DEVICE_MEMORY_LIMIT_0', '-'); "
+            "load_worker_env(); "
+            "print('RANK', socket.gethostname(), before, "
+            "os.environ.get('CUDA_DEVICE_MEMORY_LIMIT_0'), "
+            "os.environ.get('NVIDIA_VISIBLE_DEVICES'), flush=True)")
+    job = mpijob.build(MPIJobOptions.from_settings(
+        name="lmpi-devenv", namespace="ci", image=horovod_image,
+        program=("python", "-c", code), workers=2))
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["command"] == list(ssh.DEFAULT_WORKER_COMMAND)
+    worker["env"] += [{"name": "CUDA_DEVICE_MEMORY_LIMIT_0", "value": "1000m"},
+                      {"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-0a1b2c3d"}]
+    status, _, runner = run_job(docker_engine, job)
+    workspace = runner.workspace
+    try:
+        logs = runner.logs("launcher")
+        assert [c for c in status["conditions"] if c["status"] == "True"][-1]["type"] == (
+            "Succeeded"), logs
+        ranks = sorted(ln.split()[1:] for ln in logs.splitlines() if ln.startswith("RANK "))
+        assert ranks == [[f"lmpi-devenv-worker-{i}", "-", "1000m", "GPU-0a1b2c3d"]
+                         for i in (0, 1)], logs
+        launcher = docker_engine.containers.get("lmpi-devenv-launcher")
+        env = dict(e.split("=", 1) for e in launcher.attrs["Config"]["Env"])
+        assert "CUDA_DEVICE_MEMORY_LIMIT_0" not in env and env["NVIDIA_VISIBLE_DEVICES"] == ""
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
 def test_worker_exit_fails_the_job_with_its_reason(docker_engine, horovod_image):
     job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-broken", namespace="ci", image=horovod_image, program=("true",), workers=2,

@@ -22,6 +22,11 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
 - ``GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes``: the recorded
   ClusterTrainingRuntimes (:attr:`FakeCluster.runtimes`). Needs ``list
   clustertrainingruntimes`` (trainer.kubeflow.org, cluster scope).
+- ``GET /api/v1/namespaces/<name>``: the Namespace (:attr:`FakeCluster.namespaces`, name ->
+  labels) or ``404`` ``NotFound``. Needs ``get namespaces``, authorised with the namespace
+  set to the name itself, as the API server's RequestInfo does for ``/namespaces/<name>``
+  (k8s.io/apiserver ``pkg/endpoints/request/requestinfo.go``), so a RoleBinding in that
+  namespace grants it.
 - ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: allowed for every
   authenticated user (the ``system:basic-user`` ClusterRole); answers for the effective
   (possibly impersonated) user with ``status.allowed`` and, when allowed, a ``reason``
@@ -45,6 +50,7 @@ from tests.doubles.http import JsonHandler, LoopbackServer
 NODES_FILE = Path(__file__).with_name("k8s_cluster_nodes.json")
 CRD_PREFIX = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
 RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+NAMESPACE_PREFIX = "/api/v1/namespaces/"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
@@ -107,7 +113,8 @@ ADMIN_RULES = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
 @dataclass
 class FakeCluster:
     """The double. ``tokens``: token -> (user, groups). ``cluster_grants``: user or group ->
-    cluster-wide rules. ``rbac_objects``: Role / RoleBinding dicts (namespaced grants)."""
+    cluster-wide rules. ``rbac_objects``: Role / RoleBinding dicts (namespaced grants).
+    ``namespaces``: name -> labels of the Namespaces that exist."""
 
     nodes: list = field(default_factory=recorded_nodes)
     crds: dict = field(default_factory=lambda: {"mpijobs.kubeflow.org": mpijob_crd()})
@@ -116,6 +123,7 @@ class FakeCluster:
     cluster_grants: dict = field(default_factory=lambda: {"system:masters": ADMIN_RULES})
     rbac_objects: list = field(default_factory=list)
     runtimes: list = field(default_factory=list)
+    namespaces: dict = field(default_factory=lambda: {"kubeflow": {}})
     requests: list = field(default_factory=list)
 
     # ------------------------------------------------------------------ lifecycle
@@ -269,6 +277,21 @@ class _Handler(JsonHandler):
                                          "kind": "customresourcedefinitions"}))
                 return
             self.send_json(200, copy.deepcopy(c.crds[name]))
+            return
+        if path.startswith(NAMESPACE_PREFIX) and "/" not in path[len(NAMESPACE_PREFIX):]:
+            name = path[len(NAMESPACE_PREFIX):]
+            if not self._check(who, "get", "", "namespaces", name, name):
+                return
+            if name not in c.namespaces:
+                self.send_json(404, _status(404, "NotFound", f'namespaces "{name}" not found',
+                                            {"name": name, "kind": "namespaces"}))
+                return
+            self.send_json(200, {"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": name,
+                                              "labels": {"kubernetes.io/metadata.name": name,
+                                                         **c.namespaces[name]}},
+                                 "spec": {"finalizers": ["kubernetes"]},
+                                 "status": {"phase": "Active"}})
             return
         if path == RUNTIMES_PATH and "clustertrainingruntimes.trainer.kubeflow.org" in c.crds:
             if self._check(who, "list", "trainer.kubeflow.org", "clustertrainingruntimes"):

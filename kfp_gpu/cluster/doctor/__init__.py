@@ -1,7 +1,7 @@
 """``kfp-gpu doctor``: what a cluster offers, and whether a pipeline's GPU request can be met.
 
 Split by subject (after KFP's ``diagnose_me``): :mod:`.model` (facts, needs, report),
-:mod:`.needs`, :mod:`.nodes`, :mod:`.crds`, :mod:`.rbac`, and :mod:`.report` (composes
+:mod:`.needs`, :mod:`.nodes`, :mod:`.crds`, :mod:`.rbac`, :mod:`.podsecurity`, and :mod:`.report` (composes
 them: :func:`gather` reads, :func:`build_report` judges). The command line is
 :mod:`kfp_gpu.cli.doctor`.
 """

@@ -98,6 +98,17 @@ class RuntimeFacts:
 
 
 @dataclass
+class PodSecurityFacts:
+    """The namespace's Pod Security labels without their prefix (``levels``, e.g.
+    ``{"enforce": "baseline", "enforce-version": "latest"}``); ``read``: the namespace was
+    read; ``error``: why not."""
+
+    levels: dict[str, str] = field(default_factory=dict)
+    read: bool = False
+    error: str = ""
+
+
+@dataclass
 class ClusterFacts:
     """Everything :func:`gather` saw. ``*_error``: why that part could not be read."""
 
@@ -111,6 +122,7 @@ class ClusterFacts:
     subject: str = ""
     access: list[Access] = field(default_factory=list)
     access_error: str = ""
+    pod_security: PodSecurityFacts = field(default_factory=PodSecurityFacts)
     connect_error: str = ""
 
 

@@ -12,7 +12,8 @@ Two halves, kept apart:
 Each subject has its own module (after KFP's ``diagnose_me``): :mod:`.nodes` (GPU/RDMA
 nodes, GFD labels, HAMi, where the request fits), :mod:`.crds` (MPI Operator, KAI),
 :mod:`.backends` (MPIJob or TrainJob: Trainer + JobSet CRDs, the kfp-gpu-horovod runtime),
-:mod:`.rbac` (the launcher's permissions), and the KFP API here.
+:mod:`.rbac` (the launcher's permissions), :mod:`.podsecurity` (the namespace's Pod Security
+levels against RDMA's ``IPC_LOCK``), and the KFP API here.
 
 What is looked at, with the upstream source of each name:
 
@@ -51,6 +52,7 @@ from kfp_gpu.cluster.doctor.model import (
     Report,
 )
 from kfp_gpu.cluster.doctor.nodes import nodes_section, read_nodes, request_section
+from kfp_gpu.cluster.doctor.podsecurity import pod_security_section, read_pod_security
 from kfp_gpu.cluster.doctor.rbac import access_section, read_access
 
 
@@ -82,6 +84,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
     backends_section(rep, facts, needs)
     kfp_section(rep, facts, needs)
     access_section(rep, facts, needs)
+    pod_security_section(rep, facts, needs)
     request_section(rep, facts, needs)
     return rep
 
@@ -90,7 +93,8 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
            service_account: str | None = DEFAULT_SERVICE_ACCOUNT,
            kfp_host: str | None = None, kfp_token: str | None = None,
            kfp_ca_cert: str | None = None, kfp_verify: bool = True) -> ClusterFacts:
-    """Read the cluster: nodes, CRDs, access reviews, KFP healthz. Never raises on API errors.
+    """Read the cluster: nodes, CRDs, access reviews, the namespace's Pod Security labels,
+    KFP healthz. Never raises on API errors.
 
     ``service_account`` ""/None: review the caller's own permissions (run inside the
     launcher pod); else impersonate ``system:serviceaccount:<namespace>:<name>``.
@@ -101,6 +105,7 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     read_crds(api_client, facts)
     read_runtimes(api_client, facts)
     read_access(api_client, facts, service_account)
+    read_pod_security(api_client, facts)
     if kfp_host:
         facts.kfp_host = kfp_host
         facts.kfp = kfp_api.kfp_health(kfp_host, kfp_token, kfp_ca_cert, kfp_verify)
