@@ -7,6 +7,9 @@ environment) and one small frozen dataclass per concern:
 :class:`Replicas`  Worker count, GPU request per Worker, MPI slots, implementation
 :class:`SshOptions`  the user the pods run as and the SSH keys/sshd of the Workers
 :class:`RunPolicy`  ``spec.runPolicy``: clean-up, TTL, backoff, deadline
+:class:`~kfp_gpu.mpi.scheduling.SchedulingPolicy`  ``spec.runPolicy.schedulingPolicy``:
+                   gang scheduling (minAvailable, queue, minResources, priorityClass,
+                   scheduleTimeoutSeconds)
 :class:`Network`   RDMA extended resource, Multus networks, NCCL settings
 :class:`Resources`  CPU/memory of Workers and Launcher, ``/dev/shm`` size
 :class:`Placement`  tolerations, node selector, PVCs, service account, scheduler
@@ -36,6 +39,7 @@ from kfp_gpu.gpu.request import GpuRequest, parse
 from kfp_gpu.mpi.checks import argv, choice, optional_non_negative, positive_int
 from kfp_gpu.mpi.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, check_name
 from kfp_gpu.mpi.network import Network
+from kfp_gpu.mpi.scheduling import SchedulingPolicy
 from kfp_gpu.mpi.ssh import SshOptions
 from kfp_gpu.mpi.volumes import RESERVED_MOUNT_PATHS, PvcMount, nested
 
@@ -217,7 +221,7 @@ class JobMetadata:
 
 #: Option group attribute of MPIJobOptions -> its class (for from_settings / replace).
 GROUPS: dict[str, type] = {"replicas": Replicas, "ssh": SshOptions, "run_policy": RunPolicy,
-                           "network": Network, "resources": Resources,
+                           "scheduling": SchedulingPolicy, "network": Network, "resources": Resources,
                            "placement": Placement, "metadata": JobMetadata}
 
 
@@ -233,8 +237,8 @@ class MPIJobOptions:
             mpirun command.
         namespace: namespace of the job.
         env: extra environment for the ranks (name -> value), forwarded with ``-x``.
-        replicas, ssh, run_policy, network, resources, placement, metadata: the option
-            groups (see the module docstring).
+        replicas, ssh, run_policy, scheduling, network, resources, placement, metadata:
+            the option groups (see the module docstring).
     """
 
     name: str
@@ -245,6 +249,7 @@ class MPIJobOptions:
     replicas: Replicas = field(default_factory=Replicas)
     ssh: SshOptions = field(default_factory=SshOptions)
     run_policy: RunPolicy = field(default_factory=RunPolicy)
+    scheduling: SchedulingPolicy = field(default_factory=SchedulingPolicy)
     network: Network = field(default_factory=Network)
     resources: Resources = field(default_factory=Resources)
     placement: Placement = field(default_factory=Placement)
@@ -294,6 +299,7 @@ class MPIJobOptions:
         self.network.validate()
         self.resources.validate()
         self.run_policy.validate()
+        self.scheduling.validate()
         self.ssh.validate()
         self.placement.validate(self.ssh.ssh_auth_mount_path)
         return self
