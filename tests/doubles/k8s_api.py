@@ -29,7 +29,10 @@ changes"):
   then the object (``DELETED``).
 - ``GET /api/v1/namespaces/<ns>/pods`` with ``labelSelector``; ``GET .../pods/<name>``;
   ``GET .../pods/<name>/log`` (``tailLines``; ``follow=true`` streams lines as the scripted
-  controller appends them and ends when the container has terminated);
+  controller appends them and ends when the container has terminated or restarted:
+  :meth:`FakeKube.restart_container` bumps ``restartCount`` and starts a new log);
+  pods carry any ``status`` a test sets (:meth:`FakeKube.set_pod_status`: Unschedulable
+  conditions, waiting container reasons) and Events about them (``add_event``);
   ``GET /api/v1/namespaces/<ns>/events`` with ``fieldSelector=involvedObject.name=X``.
 
 Fault injection: :meth:`FakeKube.fail_next` (the next N matching requests get a 5xx
@@ -124,6 +127,7 @@ class FakeKube:
         self.objects: dict[tuple[str, str, str], dict] = {}  # (plural, ns, name) -> object
         self.history: list[tuple[int, str, str, dict]] = []  # (rv, type, plural, object)
         self.logs: dict[tuple[str, str], list[str]] = {}
+        self._log_epoch: dict[tuple[str, str], int] = {}  # container restarts per pod
         self.requests: list[Request] = []
         self.deletes: list[dict] = []  # {"name", "namespace", "propagationPolicy"}
         self.active_watches = 0
@@ -298,12 +302,42 @@ class FakeKube:
             self.logs[(ns, name)] = []
             self._record("ADDED", "pods", pod)
 
+    def set_pod_status(self, ns: str, name: str, status: dict) -> None:
+        """Replace the pod's ``status`` (API JSON: ``phase``, ``conditions``,
+        ``containerStatuses``...), as the scheduler and the kubelet report it."""
+        with self._lock:
+            pod = self.objects.get(("pods", ns, name))
+            if pod is not None:
+                pod["status"] = copy.deepcopy(status)
+                self._record("MODIFIED", "pods", pod)
+
+    def pod_uid(self, ns: str, name: str) -> str:
+        """The uid the double gave pod ``ns/name`` (KeyError if there is none)."""
+        with self._lock:
+            return self.objects[("pods", ns, name)]["metadata"]["uid"]
+
     def set_pod_phase(self, ns: str, name: str, phase: str) -> None:
         with self._lock:
             pod = self.objects.get(("pods", ns, name))
             if pod is not None:
                 pod["status"]["phase"] = phase
                 self._record("MODIFIED", "pods", pod)
+
+    def restart_container(self, ns: str, pod: str, lines: list[str] | None = None) -> None:
+        """The pod's container restarts in place (kubelet, restartPolicy OnFailure): its
+        ``restartCount`` goes up and its log starts over (``lines``, default empty), as
+        ``GET .../log`` serves the current container's log."""
+        with self._lock:
+            obj = self.objects.get(("pods", ns, pod))
+            if obj is None:
+                return
+            statuses = obj["status"].setdefault("containerStatuses", [
+                {"name": c["name"], "restartCount": 0} for c in obj["spec"]["containers"]])
+            for cs in statuses:
+                cs["restartCount"] = cs.get("restartCount", 0) + 1
+            self.logs[(ns, pod)] = list(lines or [])
+            self._log_epoch[(ns, pod)] = self._log_epoch.get((ns, pod), 0) + 1
+            self._record("MODIFIED", "pods", obj)
 
     def append_log(self, ns: str, pod: str, line: str) -> None:
         with self._lock:
@@ -635,6 +669,7 @@ class _Handler(JsonHandler):
         self._start_chunked("text/plain")
         with kube._lock:
             lines = list(kube.logs.get((ns, pod), []))
+            epoch = kube._log_epoch.get((ns, pod), 0)
         sent = len(lines)
         if tail is not None:
             lines = lines[-int(tail):] if int(tail) > 0 else []
@@ -646,6 +681,8 @@ class _Handler(JsonHandler):
                 new = all_lines[sent:]
                 pod_obj = kube.objects.get(("pods", ns, pod))
                 done = pod_obj is None or pod_obj["status"]["phase"] in ("Succeeded", "Failed")
+                if kube._log_epoch.get((ns, pod), 0) != epoch:
+                    break  # the container restarted: its stream ends (the kubelet's does)
                 if not new:
                     if done:
                         break
