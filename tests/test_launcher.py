@@ -468,3 +468,85 @@ def test_every_api_call_has_a_request_timeout(kube):
                                     "list_namespaced_custom_object",
                                     "delete_namespaced_custom_object"]
     assert all(t == jobs_api.REQUEST_TIMEOUT_S for _, t in seen)
+
+
+# ---------------------------------------------------------------- issue 11 item 10: pending
+UNSCHEDULABLE = {"phase": "Pending", "conditions": [{
+    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+    "message": "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 "
+               "nodes are available: 8 No preemption victims found for incoming pod."}]}
+IMAGE_PULL = {"phase": "Pending",
+              "conditions": [{"type": "PodScheduled", "status": "True"}],
+              "containerStatuses": [{"name": "worker", "ready": False, "restartCount": 0,
+                                     "state": {"waiting": {
+                                         "reason": "ImagePullBackOff",
+                                         "message": 'Back-off pulling image "horovod:nope"'}}}]}
+
+
+@pytest.mark.parametrize("status,events,expected", [
+    (UNSCHEDULABLE, [("FailedScheduling", "0/8 nodes are available: 8 Insufficient "
+                      "nvidia.com/gpu.")],
+     "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu"),
+    (IMAGE_PULL, [("Failed", 'Failed to pull image "horovod:nope": not found')],
+     'ImagePullBackOff: container worker: Back-off pulling image "horovod:nope"'),
+    ({"phase": "Pending"}, [("FailedMount", 'MountVolume.SetUp failed for volume "data"')],
+     'FailedMount: MountVolume.SetUp failed for volume "data"'),
+])
+def test_a_job_that_never_starts_fails_with_the_pods_reason_and_is_deleted(
+        kube, tmp_path, status, events, expected):
+    kube.controller = ScriptedController(outcome="Succeeded", pending=status,
+                                         pending_events=events)
+    t0 = time.monotonic()
+    with pytest.raises(launcher.PendingTimeout) as e:
+        run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=1.5)
+    took = time.monotonic() - t0
+    assert 1.5 <= took < 1.5 + 4  # within one poll (1 s) of the timeout, plus the delete
+    assert expected in str(e.value)
+    assert "resnet-test-1-worker-0" in e.value.message and "1.5 s" in e.value.message
+    assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
+                             "propagationPolicy": "Foreground"}]
+    wait_for(lambda: kube.get_object("mpijobs", "ml", "resnet-test-1") is None
+             and not [k for k in kube.objects if k[0] == "pods"], what="job and pods gone")
+    # the pods were found by the job's label, then their Events by involvedObject.name
+    pod_lists = [r.query["labelSelector"] for r in kube.requests if r.path.endswith("/pods")]
+    assert ["training.kubeflow.org/job-name=resnet-test-1"] in pod_lists
+    assert any(r.query.get("fieldSelector") == ["involvedObject.name=resnet-test-1-worker-0"]
+               for r in kube.requests if r.path.endswith("/events"))
+
+
+def test_a_job_that_starts_before_the_pending_timeout_is_not_affected(kube, tmp_path):
+    # pending 0.5 s, then Running; it then runs well past the 1.5 s pending timeout
+    kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE,
+                                         pending_s=0.5, log=[f"step {i}" for i in range(12)],
+                                         step_s=0.25)
+    t0 = time.monotonic()
+    result, lines = run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=1.5)
+    assert time.monotonic() - t0 > 3.0
+    assert result.status == "Succeeded" and lines == [f"step {i}" for i in range(12)]
+    assert kube.deletes == []
+
+
+def test_pending_timeout_zero_disables_it(kube, tmp_path):
+    kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE,
+                                         pending_s=2.0)
+    result, _ = run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=0)
+    assert result.status == "Succeeded" and kube.deletes == []
+
+
+def test_pending_diagnosis_reads_pod_status_before_events():
+    from kfp_gpu.mpi import pending
+
+    pod = {"metadata": {"name": "w-0"}, "status": UNSCHEDULABLE}
+    crash = {"metadata": {"name": "w-1"}, "status": {"phase": "Running", "containerStatuses": [
+        {"name": "worker", "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                                 "message": "back-off 5m0s restarting"}}}]}}
+    ev = [{"type": "Warning", "reason": "FailedScheduling", "message": "old",
+           "involvedObject": {"name": "w-0"}, "lastTimestamp": "2026-01-01T00:00:00Z"},
+          {"type": "Normal", "reason": "Scheduled", "message": "ok",
+           "involvedObject": {"name": "w-0"}, "lastTimestamp": "2026-01-01T00:00:09Z"}]
+    assert pending.diagnose([crash, pod], ev) == pending.Blocker(
+        "w-0", "Unschedulable", UNSCHEDULABLE["conditions"][0]["message"])
+    assert pending.diagnose([crash]).reason == "CrashLoopBackOff"
+    assert pending.diagnose([{"metadata": {"name": "x"}, "status": {}}], ev) == \
+        pending.Blocker("w-0", "FailedScheduling", "old")
+    assert pending.diagnose([], []) is None

@@ -162,9 +162,8 @@ class Launcher:
     def wait(self) -> dict:
         """:func:`kfp_gpu.mpi.watch.wait_for_end` for the job followed, with a
         :class:`~kfp_gpu.mpi.pending.PendingGuard` of ``pending_timeout_s``."""
-        guard = pending.PendingGuard(
-            self.jobs.core, self.jobs.api_client.sanitize_for_serialization, self.backend,
-            self.namespace, self.name, self.pending_timeout_s)
+        guard = pending.PendingGuard(self.jobs.core, self.backend, self.namespace, self.name,
+                                     self.pending_timeout_s)
         return watch.wait_for_end(self.jobs, self.namespace, self.name,
                                   watch_timeout_s=self.watch_timeout_s,
                                   log_tail=self.log_tail, guard=guard)

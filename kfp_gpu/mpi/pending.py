@@ -22,6 +22,7 @@ I/O part: :class:`PendingGuard` lists the job's pods (all of them, by the backen
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -102,8 +103,8 @@ class PendingGuard:
     """Fails a job that does not start within ``timeout_s`` (see the module docstring).
 
     Args:
-        core: a ``kubernetes.client.CoreV1Api``; ``serialize`` turns its models into API
-            JSON (``ApiClient.sanitize_for_serialization``).
+        core: a ``kubernetes.client.CoreV1Api`` (its answers are read as raw JSON, so a
+            status the client's models would refuse still reads).
         backend: the job's :class:`~kfp_gpu.mpi.backends.Backend`.
         namespace, name: the job.
         timeout_s: seconds from the guard's creation (a ``Suspended`` job, e.g. queued by
@@ -111,9 +112,9 @@ class PendingGuard:
         clock: monotonic seconds (tests pass a fake).
     """
 
-    def __init__(self, core, serialize: Callable, backend, namespace: str, name: str,
-                 timeout_s: float, clock: Callable[[], float] = time.monotonic):
-        self.core, self.serialize, self.backend = core, serialize, backend
+    def __init__(self, core, backend, namespace: str, name: str, timeout_s: float,
+                 clock: Callable[[], float] = time.monotonic):
+        self.core, self.backend = core, backend
         self.namespace, self.name, self.timeout_s, self.clock = namespace, name, timeout_s, clock
         self.deadline = clock() + timeout_s
         self.done = timeout_s <= 0
@@ -155,16 +156,22 @@ class PendingGuard:
         pods: list[dict] = []
         events: list[dict] = []
         with contextlib.suppress(Exception):
-            out = self.core.list_namespaced_pod(
+            pods = _items(self.core.list_namespaced_pod(
                 self.namespace, label_selector=self.backend.pods_selector(self.name),
-                _request_timeout=30)
-            pods = [self.serialize(p) for p in out.items]
+                _request_timeout=30, _preload_content=False))
             pods.sort(key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
         for pod in pods[:MAX_PODS_FOR_EVENTS]:
             with contextlib.suppress(Exception):
-                out = self.core.list_namespaced_event(
+                events.extend(_items(self.core.list_namespaced_event(
                     self.namespace,
                     field_selector=f"involvedObject.name={pod['metadata']['name']}",
-                    _request_timeout=30)
-                events.extend(self.serialize(e) for e in out.items)
+                    _request_timeout=30, _preload_content=False)))
         return pods, events
+
+
+def _items(resp) -> list[dict]:
+    """``items`` of a raw (``_preload_content=False``) LIST response."""
+    try:
+        return list(json.loads(resp.data).get("items") or [])
+    finally:
+        resp.release_conn()
