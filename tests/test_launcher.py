@@ -550,3 +550,144 @@ def test_pending_diagnosis_reads_pod_status_before_events():
     assert pending.diagnose([{"metadata": {"name": "x"}, "status": {}}], ev) == \
         pending.Blocker("w-0", "FailedScheduling", "old")
     assert pending.diagnose([], []) is None
+
+
+# ---------------------------------------------------------------- issue 11 item 12: owner
+COMPONENT_POD = "resnet-pipeline-x7k2q-system-container-impl-2345678"
+
+
+def posted_job(kube) -> dict:
+    return next(r.body for r in kube.requests if r.method == "POST" and MPIJOBS in r.path)
+
+
+@pytest.mark.parametrize("with_uid", [True, False])
+def test_the_job_names_the_component_pod_as_owner(kube, tmp_path, with_uid):
+    from kfp_gpu.mpi import owner
+
+    kube.create_pod("ml", COMPONENT_POD, {"app": "kfp"}, container="main")
+    uid = kube.pod_uid("ml", COMPONENT_POD)
+    kube.controller = ScriptedController(outcome="Succeeded", log=["ok"])
+    pod = owner.OwnerPod("ml", COMPONENT_POD, uid if with_uid else "")
+    result, _ = run(kube, make_job(), tmp_path / "rec.json", owner_pod=pod)
+    assert result.status == "Succeeded"
+    expected = [{"apiVersion": "v1", "kind": "Pod", "name": COMPONENT_POD, "uid": uid,
+                 "controller": False, "blockOwnerDeletion": False}]
+    assert posted_job(kube)["metadata"]["ownerReferences"] == expected
+    stored = kube.get_object("mpijobs", "ml", "resnet-test-1")
+    assert stored["metadata"]["ownerReferences"] == expected
+    # the uid comes from KFP_POD_UID when given, else from one GET of the pod
+    assert kube.count("GET", f"/pods/{COMPONENT_POD}") == (0 if with_uid else 1)
+
+
+@pytest.mark.parametrize("pod", [
+    None,                                        # no pod info
+    ("ml", "gone-pod", ""),                      # the pod cannot be read: 404
+    ("other-ns", COMPONENT_POD, "1234-abcd"),    # the job goes to another namespace
+])
+def test_no_usable_pod_means_no_owner_and_no_error(kube, tmp_path, pod):
+    from kfp_gpu.mpi import owner
+
+    kube.controller = ScriptedController(outcome="Succeeded", log=["ok"])
+    result, _ = run(kube, make_job(), tmp_path / "rec.json",
+                    owner_pod=owner.OwnerPod(*pod) if pod else None)
+    assert result.status == "Succeeded"
+    assert "ownerReferences" not in posted_job(kube)["metadata"]
+
+
+def test_owner_pod_from_the_kfp_environment(tmp_path):
+    from kfp_gpu.mpi import owner
+
+    ns_file = tmp_path / "namespace"
+    ns_file.write_text("ml\n")
+    env = {"KFP_POD_NAME": COMPONENT_POD, "KFP_POD_UID": "0d5c-uid", "HOSTNAME": "h"}
+    assert owner.from_environment(env, ns_file) == owner.OwnerPod("ml", COMPONENT_POD,
+                                                                 "0d5c-uid")
+    # not a KFP v2 executor: HOSTNAME is the pod name, the uid is read later
+    assert owner.from_environment({"HOSTNAME": "h"}, ns_file) == owner.OwnerPod("ml", "h")
+    assert owner.from_environment(env, tmp_path / "missing") is None  # not in a pod
+    assert owner.from_environment({}, ns_file) is None
+
+
+def test_every_request_of_a_launch_carries_a_timeout(kube, tmp_path, monkeypatch):
+    """Issue 11 item 12: every Kubernetes API request the launcher makes (job CRUD, watch,
+    pod lists, logs, events, the owner's GET, the pending diagnosis, the delete) goes out
+    with a ``_request_timeout``: a total, or connect and read both set."""
+    from kubernetes.client import rest
+
+    from kfp_gpu.mpi import owner
+
+    seen: list[tuple[str, str, object]] = []
+    real = rest.RESTClientObject.request
+
+    def recording(self, method, url, *args, **kwargs):
+        seen.append((method, url.split("?")[0], kwargs.get("_request_timeout")))
+        return real(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(rest.RESTClientObject, "request", recording)
+    kube.create_pod("ml", COMPONENT_POD, {"app": "kfp"}, container="main")
+    kube.controller = ScriptedController(outcome="Failed", log=["a", "b"])
+    with pytest.raises(launcher.MPIJobFailed):
+        run(kube, make_job(), tmp_path / "a.json", owner_pod=owner.OwnerPod("ml", COMPONENT_POD))
+    kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE)
+    with pytest.raises(launcher.PendingTimeout):
+        run(kube, make_job("other-job"), tmp_path / "b.json", pending_timeout_s=1)
+    kinds = {(m, u.rsplit("/", 1)[-1] if m != "GET" else u.split("/namespaces/ml/")[-1])
+             for m, u, _ in seen}
+    assert ("POST", "mpijobs") in kinds and ("DELETE", "other-job") in kinds
+    assert {"pods", "events", f"pods/{COMPONENT_POD}"} <= {u for m, u in kinds if m == "GET"}
+    assert any(u.endswith("/log") for _, u, _ in seen)
+    untimed = [(m, u, t) for m, u, t in seen if not (  # a total, or (connect, read)
+        (isinstance(t, (int, float)) and t > 0)
+        or (isinstance(t, tuple) and len(t) == 2 and all(t)))]
+    assert untimed == []
+
+
+# ---------------------------------------------------------------- issue 11 item 18: restarts
+def test_a_restarted_launcher_container_prints_its_new_lines_and_no_old_one(kube, tmp_path):
+    """The Launcher container restarts in place (restartPolicy OnFailure): restartCount
+    goes up and its log starts over with FEWER lines than the old one had. Counting lines
+    would swallow the new ones; timestamps tell them apart."""
+    kube.controller = None  # the test plays the operator
+    t, out = in_thread(run, kube, make_job(), tmp_path / "rec.json")
+    wait_for(lambda: kube.get_object("mpijobs", "ml", "resnet-test-1") is not None)
+    pod = "resnet-test-1-launcher-abcde"
+    kube.create_pod("ml", pod, {"training.kubeflow.org/job-name": "resnet-test-1",
+                                "training.kubeflow.org/job-role": "launcher"},
+                    owner="resnet-test-1")
+    kube.set_pod_phase("ml", pod, "Running")
+    kube.set_condition("ml", "resnet-test-1", "Running", "MPIJobRunning", "running")
+    old = [f"attempt 1 line {i}" for i in range(5)]
+    for line in old:
+        kube.append_log("ml", pod, line)
+    wait_for(lambda: kube.count("GET", "/log") >= 1, what="the log stream")
+    time.sleep(0.5)  # the old lines are streamed
+    kube.restart_container("ml", pod, ["attempt 2 line 0"])
+    time.sleep(0.3)
+    kube.append_log("ml", pod, "attempt 2 line 1")
+    time.sleep(0.5)
+    kube.set_pod_phase("ml", pod, "Succeeded")
+    kube.set_condition("ml", "resnet-test-1", "Succeeded", "MPIJobSucceeded", "done",
+                       running_false=True)
+    t.join(20)
+    assert "error" not in out, out.get("error")
+    result, lines = out["result"]
+    assert lines == [*old, "attempt 2 line 0", "attempt 2 line 1"]
+    assert result.log_tail == lines
+    restarted = kube.get_object("pods", "ml", pod)["status"]["containerStatuses"]
+    assert restarted[0]["restartCount"] == 1
+    logs = [r for r in kube.requests if r.path.endswith("/log")]
+    assert len(logs) >= 2 and all(r.query["timestamps"][0].lower() == "true" for r in logs)
+
+
+def test_log_cursor_dedupes_by_timestamp_not_by_count():
+    from kfp_gpu.mpi.logs import _Cursor
+
+    c = _Cursor()
+    first = ["2026-11-23T08:00:01.000000001Z a", "2026-11-23T08:00:01.000000001Z b",
+             "2026-11-23T08:00:02Z c"]
+    assert [c.admit(x) for x in first] == ["a", "b", "c"]
+    c.restart()  # the same stream re-opened: nothing again, then the new line
+    assert [c.admit(x) for x in [*first, "2026-11-23T08:00:02.5Z d"]] == [None] * 3 + ["d"]
+    c.restart()  # a restarted container: one line, later than all the old ones
+    assert c.admit("2026-11-23T08:00:03.1Z fresh") == "fresh"
+    assert c.admit("no timestamp here") == "no timestamp here"

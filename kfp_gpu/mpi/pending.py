@@ -22,12 +22,12 @@ I/O part: :class:`PendingGuard` lists the job's pods (all of them, by the backen
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from kfp_gpu.mpi.jobs_api import raw_json
 from kfp_gpu.mpi.records import TERMINAL, PendingTimeout, phase
 
 log = logging.getLogger(__name__)
@@ -170,8 +170,5 @@ class PendingGuard:
 
 
 def _items(resp) -> list[dict]:
-    """``items`` of a raw (``_preload_content=False``) LIST response."""
-    try:
-        return list(json.loads(resp.data).get("items") or [])
-    finally:
-        resp.release_conn()
+    """``items`` of a raw LIST response (:func:`kfp_gpu.mpi.jobs_api.raw_json`)."""
+    return list(raw_json(resp).get("items") or [])
