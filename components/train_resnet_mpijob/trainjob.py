@@ -284,13 +284,15 @@ def stage_data(train_path: str, test_path: str, dest: str) -> str:
 def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], workers: int,
                 settings: Mapping, rdma: bool, rdma_resource: str, multus_networks: str,
                 nccl_ib_hca: str, nccl_net_gdr_level: str, nccl_socket_ifname: str,
-                shm_size: str, run_id: str, task_name: str, gpu_override: str = ""):
+                shm_size: str, run_id: str, task_name: str, gpu_override: str = "",
+                policy: Mapping | None = None):
     """``kfp_gpu.mpi.options.MPIJobOptions`` for the trainer, validated.
 
     The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
     accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
     The task's PVCs (``settings["volumes"]``) are mounted on the Workers at the same paths,
     with pod ``fsGroup`` 1000 (``mpiuser``) so the non-root ranks can write to them.
+    ``policy``: run-policy and scheduling options by name (:func:`policy_settings`).
 
     Raises:
         ValueError: from ``MPIJobOptions.validate`` (names the field and accepted values).
@@ -315,7 +317,20 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
             node_selector=dict(settings["node_selector"]), volumes=volumes),
         ssh=ssh.SshOptions(fs_group=ssh.MPI_USER_ID if volumes else None),
         metadata=options.JobMetadata(run_id=run_id, task_name=task_name))
-    return opts.validate()
+    return opts.replace(**dict(policy or {})).validate()
+
+
+def policy_settings(active_deadline_seconds: int = 0, backoff_limit: int = 0,
+                    min_available: int = 0, queue: str = "", priority_class: str = "",
+                    schedule_timeout_seconds: int = 0) -> dict:
+    """The component's run-policy and gang-scheduling parameters as
+    ``MPIJobOptions.from_settings`` keywords: 0 means unset (None) for the optional
+    numbers (``backoff_limit`` 0 is a value: no retry); empty strings stay unset."""
+    return {"active_deadline_seconds": active_deadline_seconds or None,
+            "backoff_limit": backoff_limit,
+            "min_available": min_available or None, "queue": queue,
+            "priority_class": priority_class,
+            "schedule_timeout_seconds": schedule_timeout_seconds or None}
 
 
 #: Keys both rank 0's ``metrics.json`` and its ``METRICS`` log line carry; a file that
@@ -359,8 +374,13 @@ def choose_metrics(from_file: Mapping | None, from_log: Mapping | None) -> tuple
                        "<work_dir>/metrics.json and no METRICS line in the launcher log")
 
 
-def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) -> dict:
+def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str, *,
+                pending_timeout_s: float = 600) -> dict:
     """Launch the MPIJob (kfp_gpu.mpi.launcher), then fetch the model and the metrics.
+
+    The job is owned by this pod (``kfp_gpu.mpi.owner.from_environment``: KFP sets
+    ``KFP_POD_NAME``/``KFP_POD_UID``), so it is garbage-collected if this pod goes without
+    cancelling it; ``pending_timeout_s`` as in ``kfp_gpu.mpi.launcher.launch``.
 
     Returns:
         rank 0's metrics: ``<work_dir>/metrics.json`` (with the per-rank ``ranks`` list)
@@ -373,11 +393,12 @@ def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) 
         RuntimeError: no metrics in either place.
         FileNotFoundError: no model under ``<work_dir>/model``.
     """
-    from kfp_gpu.mpi import launcher
+    from kfp_gpu.mpi import launcher, owner
     from kfp_gpu.mpi.metrics import metrics_from_log
     from kfp_gpu.training import horovod_config
 
-    result = launcher.launch(job, record_path)
+    result = launcher.launch(job, record_path, pending_timeout_s=pending_timeout_s,
+                             owner_pod=owner.from_environment())
     metrics, source = choose_metrics(
         read_metrics_file(f"{work_dir}/{horovod_config.METRICS_FILE}"),
         metrics_from_log(result.log_tail))

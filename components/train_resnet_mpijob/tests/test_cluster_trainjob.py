@@ -65,7 +65,7 @@ def test_trainjob_backend_end_to_end(kube, data, tmp_path, keras_model):
     run_component(out, work, backend="trainjob")
 
     assert kube.count("POST", "/trainjobs") == 1 and kube.count("POST", "/mpijobs") == 0
-    name = names.job_name(RUN_ID, TASK, prefix="resnet")
+    name = rc.job_name_of(out)
     job = kube.get_object("trainjobs", NS, name)
     posted = next(r.body for r in kube.requests if r.method == "POST")
     upstream_crds.validate(posted)
