@@ -484,8 +484,8 @@ IMAGE_PULL = {"phase": "Pending",
 
 
 @pytest.mark.parametrize("status,events,expected", [
-    (UNSCHEDULABLE, [("FailedScheduling", "0/8 nodes are available: 8 Insufficient "
-                      "nvidia.com/gpu.")],
+    (UNSCHEDULABLE, [("FailedScheduling",
+                      "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")],
      "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu"),
     (IMAGE_PULL, [("Failed", 'Failed to pull image "horovod:nope": not found')],
      'ImagePullBackOff: container worker: Back-off pulling image "horovod:nope"'),

@@ -243,17 +243,6 @@ def job_metadata(opts: MPIJobOptions) -> dict:
     return out
 
 
-def run_policy(opts: MPIJobOptions) -> dict:
-    """``spec.runPolicy``: :meth:`~kfp_gpu.mpi.options.RunPolicy.to_spec` plus
-    ``schedulingPolicy`` when gang scheduling is asked for
-    (:class:`~kfp_gpu.mpi.scheduling.SchedulingPolicy`)."""
-    out = opts.run_policy.to_spec()
-    scheduling = opts.scheduling.to_spec()
-    if scheduling:
-        out["schedulingPolicy"] = scheduling
-    return out
-
-
 def build(opts: MPIJobOptions) -> dict:
     """The MPIJob for ``opts`` as a JSON-ready ``dict`` (see the module docstring).
 
@@ -273,7 +262,7 @@ def build(opts: MPIJobOptions) -> dict:
             "launcherCreationPolicy": opts.replicas.launcher_creation_policy,
             "mpiImplementation": opts.replicas.mpi_implementation,
             "sshAuthMountPath": opts.ssh.ssh_auth_mount_path,
-            "runPolicy": run_policy(opts),
+            "runPolicy": opts.run_policy.to_spec(),
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
                              "template": launcher_template(opts)},

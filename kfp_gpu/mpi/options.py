@@ -6,10 +6,8 @@ environment) and one small frozen dataclass per concern:
 =================  ===============================================================
 :class:`Replicas`  Worker count, GPU request per Worker, MPI slots, implementation
 :class:`SshOptions`  the user the pods run as and the SSH keys/sshd of the Workers
-:class:`RunPolicy`  ``spec.runPolicy``: clean-up, TTL, backoff, deadline
-:class:`~kfp_gpu.mpi.scheduling.SchedulingPolicy`  ``spec.runPolicy.schedulingPolicy``:
-                   gang scheduling (minAvailable, queue, minResources, priorityClass,
-                   scheduleTimeoutSeconds)
+:class:`RunPolicy`  ``spec.runPolicy``: clean-up, TTL, backoff, deadline, and gang
+                   scheduling (``schedulingPolicy``: :mod:`kfp_gpu.mpi.scheduling`)
 :class:`Network`   RDMA extended resource, Multus networks, NCCL settings
 :class:`Resources`  CPU/memory of Workers and Launcher, ``/dev/shm`` size
 :class:`Placement`  tolerations, node selector, PVCs, service account, scheduler
@@ -100,12 +98,23 @@ class Replicas:
 
 @dataclass(frozen=True)
 class RunPolicy:
-    """``spec.runPolicy`` (types.go RunPolicy); seconds; ``None`` = unset."""
+    """``spec.runPolicy`` (types.go RunPolicy); seconds; ``None``/empty = unset. The last
+    five fields are its ``schedulingPolicy`` (:meth:`scheduling`)."""
 
     clean_pod_policy: str = "Running"
     ttl_seconds_after_finished: int | None = 86400
     backoff_limit: int | None = 0
     active_deadline_seconds: int | None = None
+    min_available: int | None = None
+    queue: str = ""
+    min_resources: Mapping[str, str] = field(default_factory=dict)
+    priority_class: str = ""
+    schedule_timeout_seconds: int | None = None
+
+    def scheduling(self) -> SchedulingPolicy:
+        """The gang-scheduling part (:class:`kfp_gpu.mpi.scheduling.SchedulingPolicy`)."""
+        return SchedulingPolicy(self.min_available, self.queue, self.min_resources,
+                                self.priority_class, self.schedule_timeout_seconds)
 
     def validate(self) -> None:
         """Raises ValueError naming the field and the accepted values."""
@@ -114,15 +123,20 @@ class RunPolicy:
         optional_non_negative("backoff_limit", self.backoff_limit)
         if self.active_deadline_seconds is not None:
             positive_int("active_deadline_seconds", self.active_deadline_seconds)
+        self.scheduling().validate()
 
     def to_spec(self) -> dict[str, Any]:
-        """The ``runPolicy`` dict (unset fields left out)."""
+        """The ``runPolicy`` dict (unset fields left out; ``schedulingPolicy`` only when
+        one of its fields is set)."""
         out: dict[str, Any] = {"cleanPodPolicy": self.clean_pod_policy}
         for key, value in (("ttlSecondsAfterFinished", self.ttl_seconds_after_finished),
                            ("backoffLimit", self.backoff_limit),
                            ("activeDeadlineSeconds", self.active_deadline_seconds)):
             if value is not None:
                 out[key] = value
+        scheduling = self.scheduling().to_spec()
+        if scheduling:
+            out["schedulingPolicy"] = scheduling
         return out
 
 
@@ -221,7 +235,7 @@ class JobMetadata:
 
 #: Option group attribute of MPIJobOptions -> its class (for from_settings / replace).
 GROUPS: dict[str, type] = {"replicas": Replicas, "ssh": SshOptions, "run_policy": RunPolicy,
-                           "scheduling": SchedulingPolicy, "network": Network, "resources": Resources,
+                           "network": Network, "resources": Resources,
                            "placement": Placement, "metadata": JobMetadata}
 
 
@@ -237,8 +251,8 @@ class MPIJobOptions:
             mpirun command.
         namespace: namespace of the job.
         env: extra environment for the ranks (name -> value), forwarded with ``-x``.
-        replicas, ssh, run_policy, scheduling, network, resources, placement, metadata:
-            the option groups (see the module docstring).
+        replicas, ssh, run_policy, network, resources, placement, metadata: the option
+            groups (see the module docstring).
     """
 
     name: str
@@ -249,7 +263,6 @@ class MPIJobOptions:
     replicas: Replicas = field(default_factory=Replicas)
     ssh: SshOptions = field(default_factory=SshOptions)
     run_policy: RunPolicy = field(default_factory=RunPolicy)
-    scheduling: SchedulingPolicy = field(default_factory=SchedulingPolicy)
     network: Network = field(default_factory=Network)
     resources: Resources = field(default_factory=Resources)
     placement: Placement = field(default_factory=Placement)
@@ -299,7 +312,6 @@ class MPIJobOptions:
         self.network.validate()
         self.resources.validate()
         self.run_policy.validate()
-        self.scheduling.validate()
         self.ssh.validate()
         self.placement.validate(self.ssh.ssh_auth_mount_path)
         return self

@@ -188,8 +188,8 @@ def check_options(opts: MPIJobOptions) -> MPIJobOptions:
     if scheduler:
         bad.append(f"schedulerName {scheduler!r} (Trainer v2.3 runtimePatches cannot set it: "
                    "use a runtime copy that sets it, or the scheduler's namespace default)")
-    if opts.scheduling.is_set():
-        bad.append(f"schedulingPolicy {opts.scheduling.to_spec()} (Trainer v2.3 gang-schedules "
+    if opts.run_policy.scheduling().is_set():
+        bad.append(f"schedulingPolicy {opts.run_policy.scheduling().to_spec()} (Trainer v2.3 gang-schedules "
                    "through the runtime's spec.podGroupPolicy, coscheduling or volcano; "
                    "runtimePatches cannot set it: use a runtime copy with podGroupPolicy)")
     reserved = sorted(set(mpijob.rank_env(opts)) & set(RESERVED_ENV))

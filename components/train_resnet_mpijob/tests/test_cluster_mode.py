@@ -526,3 +526,25 @@ def test_parallel_for_iterations_get_their_own_mpijob(kube, data, tmp_path, kera
         job_name_of(Outputs(tmp_path, tmp_path, salt=s)) for s in ("it0-4c1d", "it1-9e2f")]
     assert [r.status for r in kube.requests if r.method == "POST"] == [201, 201]
     assert {k[2] for k in kube.objects if k[0] == "mpijobs"} == set(made)
+
+
+def test_run_policy_and_gang_scheduling_parameters_reach_the_mpijob(kube, data, tmp_path,
+                                                                    keras_model):
+    """Issue 11 item 10: the component's runPolicy / schedulingPolicy parameters."""
+    _, metrics_line = trainer_metrics_line(2 * 8)
+    kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
+                                         step_s=0.01, model=keras_model)
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    run_component(out, tmp_path / "pvc" / "work", active_deadline_seconds=7200,
+                  backoff_limit=1, min_available=2, queue="gpu-queue",
+                  priority_class="training-high", schedule_timeout_seconds=120,
+                  pending_timeout_s=900)
+    posted = next(r.body for r in kube.requests if r.method == "POST")
+    assert posted["spec"]["runPolicy"] == {
+        "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 86400, "backoffLimit": 1,
+        "activeDeadlineSeconds": 7200, "schedulingPolicy": {
+            "minAvailable": 2, "queue": "gpu-queue", "priorityClass": "training-high",
+            "scheduleTimeoutSeconds": 120}}
+    assert tj.policy_settings() == {
+        "active_deadline_seconds": None, "backoff_limit": 0, "min_available": None,
+        "queue": "", "priority_class": "", "schedule_timeout_seconds": None}

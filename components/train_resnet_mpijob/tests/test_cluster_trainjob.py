@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kfp_gpu.mpi import names, trainjob
+from kfp_gpu.mpi import trainjob
 from kfp_gpu.training import horovod_config, horovod_runtime
 from tests import upstream_crds
 from tests.doubles.k8s_api import FakeKube, ScriptedController
@@ -22,8 +22,6 @@ from . import test_cluster_mode as rc
 from .test_cluster_mode import (
     CLAIM,
     NS,
-    RUN_ID,
-    TASK,
     TASK_CONFIG,
     Outputs,
     _flag,
