@@ -267,32 +267,44 @@ def test_job_deleted_by_someone_else_fails(kube, tmp_path):
     assert out["error"].reason == "Deleted"
 
 
-def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
-    kube.controller = ScriptedController(outcome=None, log=["training step 1"])
+def launcher_process(kube, job_yaml: str, tmp_path) -> tuple[subprocess.Popen, Path, list]:
+    """``python -m kfp_gpu.mpi.launcher`` on ``job_yaml`` against the double, as the
+    component's pod runs it; returns the process, its record path and the stdout lines
+    read so far (a reader thread keeps appending)."""
     job_file = tmp_path / "job.yaml"
-    job_file.write_text(mpijob.to_yaml(make_job()))
+    job_file.write_text(job_yaml)
     record = tmp_path / "rec.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
          str(record), "--host", kube.host, "--backoff-initial", "0.01"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
-                              daemon=True)
-    reader.start()
+    threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
+                     daemon=True).start()
+    return proc, record, seen
+
+
+def cancel_while_running(kube, job_yaml: str, tmp_path) -> tuple[int, str]:
+    """Start the launcher, wait until it runs (record written, watching, the first log
+    line streamed), send SIGTERM as KFP's cancel does (it deletes the pod), and return
+    ``(exit status, stderr)``."""
+    proc, record, seen = launcher_process(kube, job_yaml, tmp_path)
     try:
-        # cancel while it runs: record written, watching, the launcher log streamed
         wait_for(lambda: record.exists() and kube.active_watches >= 1
                  and "training step 1\n" in seen, timeout=60, what="launcher watching")
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        reader.join(5)
-        stderr = proc.stderr.read()
+        return proc.returncode, proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == launcher.EXIT_CANCELLED, stderr
+
+
+def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
+    kube.controller = ScriptedController(outcome=None, log=["training step 1"])
+    code, stderr = cancel_while_running(kube, mpijob.to_yaml(make_job()), tmp_path)
+    assert code == launcher.EXIT_CANCELLED, stderr
     assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
                              "propagationPolicy": "Foreground"}]
     assert "propagationPolicy Foreground" in stderr
@@ -305,15 +317,8 @@ def test_second_sigterm_does_not_stop_the_delete(kube, tmp_path):
     # The first DELETEs fail (500): the launcher retries with CANCEL_BACKOFF; a second
     # SIGTERM in that time must be ignored, not abort the delete.
     kube.controller = ScriptedController(outcome=None, log=["training step 1"])
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(mpijob.to_yaml(make_job()))
-    record = tmp_path / "rec.json"
     kube.fail_next(2, 500, method="DELETE")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
-         str(record), "--host", kube.host, "--backoff-initial", "0.01"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+    proc, record, _ = launcher_process(kube, mpijob.to_yaml(make_job()), tmp_path)
     try:
         wait_for(lambda: record.exists() and kube.active_watches >= 1, timeout=60,
                  what="launcher watching")

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from kfp_gpu.mpi import backends, launcher, trainjob
 from kfp_gpu.mpi.metrics import metrics_from_log
 from kfp_gpu.mpi.options import MPIJobOptions
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.test_launcher import FAST, run, wait_for
+from tests.test_launcher import FAST, cancel_while_running, run, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINJOBS = "/trainjobs"
@@ -96,28 +93,8 @@ def test_retry_reattaches_after_409_and_replaces_a_failed_trainjob(kube, tmp_pat
 
 def test_sigterm_deletes_the_trainjob_foreground(kube, tmp_path):
     kube.controller = ScriptedController(outcome=None, log=["training step 1"])
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(trainjob.to_yaml(make_job()))
-    record = tmp_path / "rec.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
-         str(record), "--host", kube.host, "--backoff-initial", "0.01"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
-                              daemon=True)
-    reader.start()
-    try:
-        wait_for(lambda: record.exists() and kube.active_watches >= 1
-                 and "training step 1\n" in seen, timeout=60, what="launcher watching")
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        stderr = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == launcher.EXIT_CANCELLED, stderr
+    code, stderr = cancel_while_running(kube, trainjob.to_yaml(make_job()), tmp_path)
+    assert code == launcher.EXIT_CANCELLED, stderr
     assert kube.deletes == [{"name": NAME, "namespace": "ml",
                              "propagationPolicy": "Foreground"}]
     assert f"cancelled; TrainJob ml/{NAME} deleted" in stderr
