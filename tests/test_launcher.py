@@ -267,32 +267,44 @@ def test_job_deleted_by_someone_else_fails(kube, tmp_path):
     assert out["error"].reason == "Deleted"
 
 
-def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
-    kube.controller = ScriptedController(outcome=None, log=["training step 1"])
+def launcher_process(kube, job_yaml: str, tmp_path) -> tuple[subprocess.Popen, Path, list]:
+    """``python -m kfp_gpu.mpi.launcher`` on ``job_yaml`` against the double, as the
+    component's pod runs it; returns the process, its record path and the stdout lines
+    read so far (a reader thread keeps appending)."""
     job_file = tmp_path / "job.yaml"
-    job_file.write_text(mpijob.to_yaml(make_job()))
+    job_file.write_text(job_yaml)
     record = tmp_path / "rec.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
          str(record), "--host", kube.host, "--backoff-initial", "0.01"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
-                              daemon=True)
-    reader.start()
+    threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
+                     daemon=True).start()
+    return proc, record, seen
+
+
+def cancel_while_running(kube, job_yaml: str, tmp_path) -> tuple[int, str]:
+    """Start the launcher, wait until it runs (record written, watching, the first log
+    line streamed), send SIGTERM as KFP's cancel does (it deletes the pod), and return
+    ``(exit status, stderr)``."""
+    proc, record, seen = launcher_process(kube, job_yaml, tmp_path)
     try:
-        # cancel while it runs: record written, watching, the launcher log streamed
         wait_for(lambda: record.exists() and kube.active_watches >= 1
                  and "training step 1\n" in seen, timeout=60, what="launcher watching")
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        reader.join(5)
-        stderr = proc.stderr.read()
+        return proc.returncode, proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == launcher.EXIT_CANCELLED, stderr
+
+
+def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
+    kube.controller = ScriptedController(outcome=None, log=["training step 1"])
+    code, stderr = cancel_while_running(kube, mpijob.to_yaml(make_job()), tmp_path)
+    assert code == launcher.EXIT_CANCELLED, stderr
     assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
                              "propagationPolicy": "Foreground"}]
     assert "propagationPolicy Foreground" in stderr
@@ -305,15 +317,8 @@ def test_second_sigterm_does_not_stop_the_delete(kube, tmp_path):
     # The first DELETEs fail (500): the launcher retries with CANCEL_BACKOFF; a second
     # SIGTERM in that time must be ignored, not abort the delete.
     kube.controller = ScriptedController(outcome=None, log=["training step 1"])
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(mpijob.to_yaml(make_job()))
-    record = tmp_path / "rec.json"
     kube.fail_next(2, 500, method="DELETE")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
-         str(record), "--host", kube.host, "--backoff-initial", "0.01"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+    proc, record, _ = launcher_process(kube, mpijob.to_yaml(make_job()), tmp_path)
     try:
         wait_for(lambda: record.exists() and kube.active_watches >= 1, timeout=60,
                  what="launcher watching")
@@ -468,3 +473,226 @@ def test_every_api_call_has_a_request_timeout(kube):
                                     "list_namespaced_custom_object",
                                     "delete_namespaced_custom_object"]
     assert all(t == jobs_api.REQUEST_TIMEOUT_S for _, t in seen)
+
+
+# ---------------------------------------------------------------- issue 11 item 10: pending
+UNSCHEDULABLE = {"phase": "Pending", "conditions": [{
+    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+    "message": "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 "
+               "nodes are available: 8 No preemption victims found for incoming pod."}]}
+IMAGE_PULL = {"phase": "Pending",
+              "conditions": [{"type": "PodScheduled", "status": "True"}],
+              "containerStatuses": [{"name": "worker", "ready": False, "restartCount": 0,
+                                     "state": {"waiting": {
+                                         "reason": "ImagePullBackOff",
+                                         "message": 'Back-off pulling image "horovod:nope"'}}}]}
+
+
+@pytest.mark.parametrize("status,events,expected", [
+    (UNSCHEDULABLE, [("FailedScheduling",
+                      "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")],
+     "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu"),
+    (IMAGE_PULL, [("Failed", 'Failed to pull image "horovod:nope": not found')],
+     'ImagePullBackOff: container worker: Back-off pulling image "horovod:nope"'),
+    ({"phase": "Pending"}, [("FailedMount", 'MountVolume.SetUp failed for volume "data"')],
+     'FailedMount: MountVolume.SetUp failed for volume "data"'),
+])
+def test_a_job_that_never_starts_fails_with_the_pods_reason_and_is_deleted(
+        kube, tmp_path, status, events, expected):
+    kube.controller = ScriptedController(outcome="Succeeded", pending=status,
+                                         pending_events=events)
+    t0 = time.monotonic()
+    with pytest.raises(launcher.PendingTimeout) as e:
+        run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=1.5)
+    took = time.monotonic() - t0
+    assert 1.5 <= took < 1.5 + 4  # within one poll (1 s) of the timeout, plus the delete
+    assert expected in str(e.value)
+    assert "resnet-test-1-worker-0" in e.value.message and "1.5 s" in e.value.message
+    assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
+                             "propagationPolicy": "Foreground"}]
+    wait_for(lambda: kube.get_object("mpijobs", "ml", "resnet-test-1") is None
+             and not [k for k in kube.objects if k[0] == "pods"], what="job and pods gone")
+    # the pods were found by the job's label, then their Events by involvedObject.name
+    pod_lists = [r.query["labelSelector"] for r in kube.requests if r.path.endswith("/pods")]
+    assert ["training.kubeflow.org/job-name=resnet-test-1"] in pod_lists
+    assert any(r.query.get("fieldSelector") == ["involvedObject.name=resnet-test-1-worker-0"]
+               for r in kube.requests if r.path.endswith("/events"))
+
+
+def test_a_job_that_starts_before_the_pending_timeout_is_not_affected(kube, tmp_path):
+    # pending 0.5 s, then Running; it then runs well past the 1.5 s pending timeout
+    kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE,
+                                         pending_s=0.5, log=[f"step {i}" for i in range(12)],
+                                         step_s=0.25)
+    t0 = time.monotonic()
+    result, lines = run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=1.5)
+    assert time.monotonic() - t0 > 3.0
+    assert result.status == "Succeeded" and lines == [f"step {i}" for i in range(12)]
+    assert kube.deletes == []
+
+
+def test_pending_timeout_zero_disables_it(kube, tmp_path):
+    kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE,
+                                         pending_s=2.0)
+    result, _ = run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=0)
+    assert result.status == "Succeeded" and kube.deletes == []
+
+
+def test_pending_diagnosis_reads_pod_status_before_events():
+    from kfp_gpu.mpi import pending
+
+    pod = {"metadata": {"name": "w-0"}, "status": UNSCHEDULABLE}
+    crash = {"metadata": {"name": "w-1"}, "status": {"phase": "Running", "containerStatuses": [
+        {"name": "worker", "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                                 "message": "back-off 5m0s restarting"}}}]}}
+    ev = [{"type": "Warning", "reason": "FailedScheduling", "message": "old",
+           "involvedObject": {"name": "w-0"}, "lastTimestamp": "2026-01-01T00:00:00Z"},
+          {"type": "Normal", "reason": "Scheduled", "message": "ok",
+           "involvedObject": {"name": "w-0"}, "lastTimestamp": "2026-01-01T00:00:09Z"}]
+    assert pending.diagnose([crash, pod], ev) == pending.Blocker(
+        "w-0", "Unschedulable", UNSCHEDULABLE["conditions"][0]["message"])
+    assert pending.diagnose([crash]).reason == "CrashLoopBackOff"
+    assert pending.diagnose([{"metadata": {"name": "x"}, "status": {}}], ev) == \
+        pending.Blocker("w-0", "FailedScheduling", "old")
+    assert pending.diagnose([], []) is None
+
+
+# ---------------------------------------------------------------- issue 11 item 12: owner
+COMPONENT_POD = "resnet-pipeline-x7k2q-system-container-impl-2345678"
+
+
+def posted_job(kube) -> dict:
+    return next(r.body for r in kube.requests if r.method == "POST" and MPIJOBS in r.path)
+
+
+@pytest.mark.parametrize("with_uid", [True, False])
+def test_the_job_names_the_component_pod_as_owner(kube, tmp_path, with_uid):
+    from kfp_gpu.mpi import owner
+
+    kube.create_pod("ml", COMPONENT_POD, {"app": "kfp"}, container="main")
+    uid = kube.pod_uid("ml", COMPONENT_POD)
+    kube.controller = ScriptedController(outcome="Succeeded", log=["ok"])
+    pod = owner.OwnerPod("ml", COMPONENT_POD, uid if with_uid else "")
+    result, _ = run(kube, make_job(), tmp_path / "rec.json", owner_pod=pod)
+    assert result.status == "Succeeded"
+    expected = [{"apiVersion": "v1", "kind": "Pod", "name": COMPONENT_POD, "uid": uid,
+                 "controller": False, "blockOwnerDeletion": False}]
+    assert posted_job(kube)["metadata"]["ownerReferences"] == expected
+    stored = kube.get_object("mpijobs", "ml", "resnet-test-1")
+    assert stored["metadata"]["ownerReferences"] == expected
+    # the uid comes from KFP_POD_UID when given, else from one GET of the pod
+    assert kube.count("GET", f"/pods/{COMPONENT_POD}") == (0 if with_uid else 1)
+
+
+@pytest.mark.parametrize("pod", [
+    None,                                        # no pod info
+    ("ml", "gone-pod", ""),                      # the pod cannot be read: 404
+    ("other-ns", COMPONENT_POD, "1234-abcd"),    # the job goes to another namespace
+])
+def test_no_usable_pod_means_no_owner_and_no_error(kube, tmp_path, pod):
+    from kfp_gpu.mpi import owner
+
+    kube.controller = ScriptedController(outcome="Succeeded", log=["ok"])
+    result, _ = run(kube, make_job(), tmp_path / "rec.json",
+                    owner_pod=owner.OwnerPod(*pod) if pod else None)
+    assert result.status == "Succeeded"
+    assert "ownerReferences" not in posted_job(kube)["metadata"]
+
+
+def test_owner_pod_from_the_kfp_environment(tmp_path):
+    from kfp_gpu.mpi import owner
+
+    ns_file = tmp_path / "namespace"
+    ns_file.write_text("ml\n")
+    env = {"KFP_POD_NAME": COMPONENT_POD, "KFP_POD_UID": "0d5c-uid", "HOSTNAME": "h"}
+    assert owner.from_environment(env, ns_file) == owner.OwnerPod("ml", COMPONENT_POD,
+                                                                 "0d5c-uid")
+    # not a KFP v2 executor: HOSTNAME is the pod name, the uid is read later
+    assert owner.from_environment({"HOSTNAME": "h"}, ns_file) == owner.OwnerPod("ml", "h")
+    assert owner.from_environment(env, tmp_path / "missing") is None  # not in a pod
+    assert owner.from_environment({}, ns_file) is None
+
+
+def test_every_request_of_a_launch_carries_a_timeout(kube, tmp_path, monkeypatch):
+    """Issue 11 item 12: every Kubernetes API request the launcher makes (job CRUD, watch,
+    pod lists, logs, events, the owner's GET, the pending diagnosis, the delete) goes out
+    with a ``_request_timeout``: a total, or connect and read both set."""
+    from kubernetes.client import rest
+
+    from kfp_gpu.mpi import owner
+
+    seen: list[tuple[str, str, object]] = []
+    real = rest.RESTClientObject.request
+
+    def recording(self, method, url, *args, **kwargs):
+        seen.append((method, url.split("?")[0], kwargs.get("_request_timeout")))
+        return real(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(rest.RESTClientObject, "request", recording)
+    kube.create_pod("ml", COMPONENT_POD, {"app": "kfp"}, container="main")
+    kube.controller = ScriptedController(outcome="Failed", log=["a", "b"])
+    with pytest.raises(launcher.MPIJobFailed):
+        run(kube, make_job(), tmp_path / "a.json", owner_pod=owner.OwnerPod("ml", COMPONENT_POD))
+    kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE)
+    with pytest.raises(launcher.PendingTimeout):
+        run(kube, make_job("other-job"), tmp_path / "b.json", pending_timeout_s=1)
+    kinds = {(m, u.rsplit("/", 1)[-1] if m != "GET" else u.split("/namespaces/ml/")[-1])
+             for m, u, _ in seen}
+    assert ("POST", "mpijobs") in kinds and ("DELETE", "other-job") in kinds
+    assert {"pods", "events", f"pods/{COMPONENT_POD}"} <= {u for m, u in kinds if m == "GET"}
+    assert any(u.endswith("/log") for _, u, _ in seen)
+    untimed = [(m, u, t) for m, u, t in seen if not (  # a total, or (connect, read)
+        (isinstance(t, (int, float)) and t > 0)
+        or (isinstance(t, tuple) and len(t) == 2 and all(t)))]
+    assert untimed == []
+
+
+# ---------------------------------------------------------------- issue 11 item 18: restarts
+def test_a_restarted_launcher_container_prints_its_new_lines_and_no_old_one(kube, tmp_path):
+    """The Launcher container restarts in place (restartPolicy OnFailure): restartCount
+    goes up and its log starts over with FEWER lines than the old one had. Counting lines
+    would swallow the new ones; timestamps tell them apart."""
+    kube.controller = None  # the test plays the operator
+    t, out = in_thread(run, kube, make_job(), tmp_path / "rec.json")
+    wait_for(lambda: kube.get_object("mpijobs", "ml", "resnet-test-1") is not None)
+    pod = "resnet-test-1-launcher-abcde"
+    kube.create_pod("ml", pod, {"training.kubeflow.org/job-name": "resnet-test-1",
+                                "training.kubeflow.org/job-role": "launcher"},
+                    owner="resnet-test-1")
+    kube.set_pod_phase("ml", pod, "Running")
+    kube.set_condition("ml", "resnet-test-1", "Running", "MPIJobRunning", "running")
+    old = [f"attempt 1 line {i}" for i in range(5)]
+    for line in old:
+        kube.append_log("ml", pod, line)
+    wait_for(lambda: kube.count("GET", "/log") >= 1, what="the log stream")
+    time.sleep(0.5)  # the old lines are streamed
+    kube.restart_container("ml", pod, ["attempt 2 line 0"])
+    time.sleep(0.3)
+    kube.append_log("ml", pod, "attempt 2 line 1")
+    time.sleep(0.5)
+    kube.set_pod_phase("ml", pod, "Succeeded")
+    kube.set_condition("ml", "resnet-test-1", "Succeeded", "MPIJobSucceeded", "done",
+                       running_false=True)
+    t.join(20)
+    assert "error" not in out, out.get("error")
+    result, lines = out["result"]
+    assert lines == [*old, "attempt 2 line 0", "attempt 2 line 1"]
+    assert result.log_tail == lines
+    restarted = kube.get_object("pods", "ml", pod)["status"]["containerStatuses"]
+    assert restarted[0]["restartCount"] == 1
+    logs = [r for r in kube.requests if r.path.endswith("/log")]
+    assert len(logs) >= 2 and all(r.query["timestamps"][0].lower() == "true" for r in logs)
+
+
+def test_log_cursor_dedupes_by_timestamp_not_by_count():
+    from kfp_gpu.mpi.logs import _Cursor
+
+    c = _Cursor()
+    first = ["2026-11-23T08:00:01.000000001Z a", "2026-11-23T08:00:01.000000001Z b",
+             "2026-11-23T08:00:02Z c"]
+    assert [c.admit(x) for x in first] == ["a", "b", "c"]
+    c.restart()  # the same stream re-opened: nothing again, then the new line
+    assert [c.admit(x) for x in [*first, "2026-11-23T08:00:02.5Z d"]] == [None] * 3 + ["d"]
+    c.restart()  # a restarted container: one line, later than all the old ones
+    assert c.admit("2026-11-23T08:00:03.1Z fresh") == "fresh"
+    assert c.admit("no timestamp here") == "no timestamp here"

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from kfp_gpu.mpi import backends, launcher, trainjob
 from kfp_gpu.mpi.metrics import metrics_from_log
 from kfp_gpu.mpi.options import MPIJobOptions
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.test_launcher import FAST, run, wait_for
+from tests.test_launcher import FAST, cancel_while_running, run, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINJOBS = "/trainjobs"
@@ -96,28 +93,8 @@ def test_retry_reattaches_after_409_and_replaces_a_failed_trainjob(kube, tmp_pat
 
 def test_sigterm_deletes_the_trainjob_foreground(kube, tmp_path):
     kube.controller = ScriptedController(outcome=None, log=["training step 1"])
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(trainjob.to_yaml(make_job()))
-    record = tmp_path / "rec.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
-         str(record), "--host", kube.host, "--backoff-initial", "0.01"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
-                              daemon=True)
-    reader.start()
-    try:
-        wait_for(lambda: record.exists() and kube.active_watches >= 1
-                 and "training step 1\n" in seen, timeout=60, what="launcher watching")
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        stderr = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == launcher.EXIT_CANCELLED, stderr
+    code, stderr = cancel_while_running(kube, trainjob.to_yaml(make_job()), tmp_path)
+    assert code == launcher.EXIT_CANCELLED, stderr
     assert kube.deletes == [{"name": NAME, "namespace": "ml",
                              "propagationPolicy": "Foreground"}]
     assert f"cancelled; TrainJob ml/{NAME} deleted" in stderr
@@ -178,3 +155,18 @@ def test_e2e_real_cluster_trainjob(tmp_path):
         lc = launcher.Launcher(api, backend=backends.TRAINJOB)
         lc.name, lc.namespace = name, ns
         lc.delete()
+
+
+def test_a_trainjob_whose_nodes_never_start_is_deleted_with_the_reason(kube, tmp_path):
+    """Issue 11 item 10 for the TrainJob: its pods are found by JobSet's label, and
+    ``jobsStatus.active`` (pending pods count) does not count as started."""
+    from tests.test_launcher import UNSCHEDULABLE
+
+    kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE)
+    with pytest.raises(launcher.PendingTimeout) as e:
+        run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=1.0)
+    assert e.value.kind == "TrainJob" and e.value.reason == "Unschedulable"
+    assert "8 Insufficient nvidia.com/gpu" in e.value.message
+    assert kube.deletes == [{"name": NAME, "namespace": "ml", "propagationPolicy": "Foreground"}]
+    pod_lists = [r.query["labelSelector"] for r in kube.requests if r.path.endswith("/pods")]
+    assert [f"jobset.sigs.k8s.io/jobset-name={NAME}"] in pod_lists

@@ -512,3 +512,32 @@ def test_upstream_crd_alone_checks_fields_and_unknown_keys():
     with pytest.raises(upstream_crds.CRDValidationError, match="slotsPerWorkers"):
         upstream_crds.validate(unknown)
     upstream_crds.validate(unknown, strict=False)
+
+
+def test_scheduling_policy_reaches_run_policy_and_validates():
+    """Issue 11 item 10: gang scheduling (mpi-operator types.go SchedulingPolicy)."""
+    opts = options(
+        min_available=3, queue="gpu-queue", priority_class="high-priority",
+        min_resources={"nvidia.com/gpu": "16", "cpu": "64"}, schedule_timeout_seconds=300,
+        active_deadline_seconds=3600, backoff_limit=2)
+    job = mpijob.build(opts)
+    validate_mpijob(job)
+    assert job["spec"]["runPolicy"]["schedulingPolicy"] == {
+        "minAvailable": 3, "queue": "gpu-queue", "priorityClass": "high-priority",
+        "minResources": {"cpu": "64", "nvidia.com/gpu": "16"},
+        "scheduleTimeoutSeconds": 300}
+    assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
+    assert job["spec"]["runPolicy"]["backoffLimit"] == 2
+    assert "schedulingPolicy" not in mpijob.build(options())["spec"]["runPolicy"]
+
+
+@pytest.mark.parametrize("change,accepted", [
+    ({"min_available": 0}, "min_available must be an integer >= 1"),
+    ({"queue": "Bad_Queue"}, "DNS-1123 subdomains"),
+    ({"priority_class": "x" * 300 + "!"}, "DNS-1123 subdomains"),
+    ({"min_resources": {"nvidia.com/gpu": "many"}}, "resource names mapped to quantities"),
+    ({"schedule_timeout_seconds": -5}, "schedule_timeout_seconds must be an integer >= 1"),
+])
+def test_bad_scheduling_policy_is_refused(change, accepted):
+    with pytest.raises(ValueError, match=re.escape(accepted)):
+        mpijob.build(options(**change))

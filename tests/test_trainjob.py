@@ -196,6 +196,8 @@ def test_the_runtime_and_the_builder_agree():
     ({"fs_group": 2000}, "None or 1000"),
     ({"env": {"OMPI_MCA_plm_rsh_args": "-p 22"}}, "set by the Trainer's MPI plugin"),
     ({"workers": 0}, "workers must be an integer >= 1"),
+    ({"queue": "gpu-queue"}, "spec.podGroupPolicy"),
+    ({"min_available": 2}, "schedulingPolicy {'minAvailable': 2}"),
 ])
 def test_what_a_trainjob_cannot_carry_is_refused(change, accepted):
     with pytest.raises(ValueError) as e:

@@ -65,6 +65,13 @@ def train_resnet_mpijob(
     single_gpu_img_per_sec: float = 0.0,
     run_id: str = "",
     task_name: str = "train-resnet-mpijob",
+    pending_timeout_s: int = 600,
+    active_deadline_seconds: int = 0,
+    backoff_limit: int = 0,
+    min_available: int = 0,
+    queue: str = "",
+    priority_class: str = "",
+    schedule_timeout_seconds: int = 0,
 ):
     """Data-parallel ResNet training with Horovod: an MPIJob or TrainJob on a cluster, mpirun
     locally.
@@ -105,7 +112,18 @@ def train_resnet_mpijob(
             (kfp_gpu.mpi.options.MPIJobOptions).
         single_gpu_img_per_sec: a 1-GPU baseline; adds ``scaling_efficiency``.
         run_id, task_name: make the MPIJob name deterministic per run and task (pass
-            ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` / ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``).
+            ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` / ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``);
+            the model output's URI is hashed in too (``kfp_gpu.mpi.names.job_name``
+            ``instance``): the driver makes it once per task execution, so each
+            ``dsl.ParallelFor`` iteration gets its own job and a retry re-attaches.
+        pending_timeout_s: seconds the job may take to reach Running; then it is deleted
+            and the task fails with the pods' reason (``Unschedulable: 0/8 nodes are
+            available: ...``, ``ImagePullBackOff``...); 0 = wait forever.
+        active_deadline_seconds, backoff_limit: ``runPolicy`` (0 = unset / no retry;
+            TrainJob: ``spec.activeDeadlineSeconds``, backoff_limit must stay 0).
+        min_available, queue, priority_class, schedule_timeout_seconds: gang scheduling,
+            ``runPolicy.schedulingPolicy`` (MPIJob only; 0/"" = unset;
+            kfp_gpu.mpi.scheduling).
 
     Outputs:
         model: directory with ``model.keras`` (keras.saving.load_model).
@@ -150,7 +168,7 @@ def train_resnet_mpijob(
         from kfp_gpu.mpi.names import job_name
 
         settings = tj.worker_settings(task_config)
-        name = job_name(run_id or model.uri, task_name, prefix="resnet")
+        name = job_name(run_id or model.uri, task_name, prefix="resnet", instance=model.uri)
         work_dir = tj.resolve_work_dir(work_dir, model.uri, settings["volumes"], name)
         if checkpoint_dir:
             checkpoint_dir = tj.resolve_work_dir(checkpoint_dir, model.uri, settings["volumes"],
@@ -164,10 +182,13 @@ def train_resnet_mpijob(
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
-            task_name=task_name, gpu_override=worker_gpu)
+            task_name=task_name, gpu_override=worker_gpu, policy=tj.policy_settings(
+                active_deadline_seconds, backoff_limit, min_available, queue,
+                priority_class, schedule_timeout_seconds))
         job = job_backend.build(opts)  # ValueError here, before anything is written/created
         tj.stage_data(train_data.path, test_data.path, data_uri)
-        result = tj.run_cluster(job, mpijob.path, work_dir, model.path)
+        result = tj.run_cluster(job, mpijob.path, work_dir, model.path,
+                                pending_timeout_s=pending_timeout_s)
     storage.write_text(trainer_metrics.path, json.dumps(result, indent=2, sort_keys=True))
     for key, value in tj.kfp_scalar_metrics(result, single_gpu_img_per_sec).items():
         metrics.log_metric(key, value)

@@ -2,7 +2,8 @@
 
 Pure helpers (:func:`execution_mode`, :func:`gpu_from_resources`, :func:`worker_settings`,
 :func:`trainer_args`, :func:`job_options`; the mpirun line: :mod:`kfp_gpu.mpi.mpirun`)
-are separate from the two runners with I/O, :func:`run_local` and :func:`run_cluster`.
+are separate from the two runners with I/O, :func:`run_local` and :func:`run_cluster`;
+rank 0's metrics and the KFP scalars are in :mod:`.results` (re-exported here).
 
 KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with ``task_config_passthroughs``
 the task's resources, tolerations, node selector, env and volumes (Kubernetes JSON) are
@@ -25,8 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from kfp_gpu import storage
+from kfp_gpu.components.train_resnet_mpijob.results import (  # noqa: F401 - tj.<name>
+    CONSISTENCY_KEYS,
+    choose_metrics,
+    kfp_scalar_metrics,
+    read_metrics_file,
+)
 from kfp_gpu.mpi import mpirun
-from kfp_gpu.mpi.metrics import add_scaling_efficiency
 
 log = logging.getLogger(__name__)
 
@@ -284,13 +290,15 @@ def stage_data(train_path: str, test_path: str, dest: str) -> str:
 def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], workers: int,
                 settings: Mapping, rdma: bool, rdma_resource: str, multus_networks: str,
                 nccl_ib_hca: str, nccl_net_gdr_level: str, nccl_socket_ifname: str,
-                shm_size: str, run_id: str, task_name: str, gpu_override: str = ""):
+                shm_size: str, run_id: str, task_name: str, gpu_override: str = "",
+                policy: Mapping | None = None):
     """``kfp_gpu.mpi.options.MPIJobOptions`` for the trainer, validated.
 
     The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
     accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
     The task's PVCs (``settings["volumes"]``) are mounted on the Workers at the same paths,
     with pod ``fsGroup`` 1000 (``mpiuser``) so the non-root ranks can write to them.
+    ``policy``: run-policy and scheduling options by name (:func:`policy_settings`).
 
     Raises:
         ValueError: from ``MPIJobOptions.validate`` (names the field and accepted values).
@@ -315,52 +323,29 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
             node_selector=dict(settings["node_selector"]), volumes=volumes),
         ssh=ssh.SshOptions(fs_group=ssh.MPI_USER_ID if volumes else None),
         metadata=options.JobMetadata(run_id=run_id, task_name=task_name))
-    return opts.validate()
+    return opts.replace(**dict(policy or {})).validate()
 
 
-#: Keys both rank 0's ``metrics.json`` and its ``METRICS`` log line carry; a file that
-#: disagrees with the log on any of them is stale (an earlier run in the same work_dir).
-CONSISTENCY_KEYS = ("world_size", "global_step", "img_per_sec_total")
+def policy_settings(active_deadline_seconds: int = 0, backoff_limit: int = 0,
+                    min_available: int = 0, queue: str = "", priority_class: str = "",
+                    schedule_timeout_seconds: int = 0) -> dict:
+    """The component's run-policy and gang-scheduling parameters as
+    ``MPIJobOptions.from_settings`` keywords: 0 means unset (None) for the optional
+    numbers (``backoff_limit`` 0 is a value: no retry); empty strings stay unset."""
+    return {"active_deadline_seconds": active_deadline_seconds or None,
+            "backoff_limit": backoff_limit,
+            "min_available": min_available or None, "queue": queue,
+            "priority_class": priority_class,
+            "schedule_timeout_seconds": schedule_timeout_seconds or None}
 
 
-def read_metrics_file(uri: str) -> dict | None:
-    """Rank 0's ``metrics.json`` at ``uri`` (gs:// or a PVC path), or None when it is
-    missing or not a JSON object."""
-    try:
-        with storage.local_copy(uri) as p:
-            data = json.loads(Path(p).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError) as e:
-        log.info("no usable %s (%s); using the launcher log", uri, e)
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def choose_metrics(from_file: Mapping | None, from_log: Mapping | None) -> tuple[dict, str]:
-    """Rank 0's metrics and where they came from (``"file"`` or ``"log"``).
-
-    The file wins (it is the full record, with the per-rank ``ranks`` figures the log line
-    leaves out) unless the log's ``METRICS`` line contradicts it on
-    :data:`CONSISTENCY_KEYS`, which means the file is left over from an earlier run.
-
-    Raises:
-        RuntimeError: neither source has metrics.
-    """
-    if from_file is not None and from_log is not None:
-        differ = [k for k in CONSISTENCY_KEYS if k in from_log and from_file.get(k) != from_log[k]]
-        if differ:
-            log.warning("metrics.json disagrees with the launcher log on %s: stale file, "
-                        "using the log", differ)
-            return dict(from_log), "log"
-    if from_file is not None:
-        return dict(from_file), "file"
-    if from_log is not None:
-        return dict(from_log), "log"
-    raise RuntimeError("the MPIJob succeeded but rank 0 left no metrics: no readable "
-                       "<work_dir>/metrics.json and no METRICS line in the launcher log")
-
-
-def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) -> dict:
+def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str, *,
+                pending_timeout_s: float = 600) -> dict:
     """Launch the MPIJob (kfp_gpu.mpi.launcher), then fetch the model and the metrics.
+
+    The job is owned by this pod (``kfp_gpu.mpi.owner.from_environment``: KFP sets
+    ``KFP_POD_NAME``/``KFP_POD_UID``), so it is garbage-collected if this pod goes without
+    cancelling it; ``pending_timeout_s`` as in ``kfp_gpu.mpi.launcher.launch``.
 
     Returns:
         rank 0's metrics: ``<work_dir>/metrics.json`` (with the per-rank ``ranks`` list)
@@ -373,11 +358,12 @@ def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) 
         RuntimeError: no metrics in either place.
         FileNotFoundError: no model under ``<work_dir>/model``.
     """
-    from kfp_gpu.mpi import launcher
+    from kfp_gpu.mpi import launcher, owner
     from kfp_gpu.mpi.metrics import metrics_from_log
     from kfp_gpu.training import horovod_config
 
-    result = launcher.launch(job, record_path)
+    result = launcher.launch(job, record_path, pending_timeout_s=pending_timeout_s,
+                             owner_pod=owner.from_environment())
     metrics, source = choose_metrics(
         read_metrics_file(f"{work_dir}/{horovod_config.METRICS_FILE}"),
         metrics_from_log(result.log_tail))
@@ -385,16 +371,3 @@ def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str) 
     metrics["metrics_source"] = source
     metrics["reattached"] = bool(result.reattached)
     return metrics
-
-
-def kfp_scalar_metrics(metrics: Mapping, single_img_per_sec: float = 0.0) -> dict[str, float]:
-    """Scalars for the KFP Metrics artifact: throughput, loss/accuracy, world size,
-    weights_identical (1/0), and ``scaling_efficiency`` = total / (size * single) when a
-    one-GPU baseline img/sec is given."""
-    keys = ("img_per_sec_per_gpu", "img_per_sec_total", "samples_per_sec", "ms_per_step",
-            "world_size", "global_batch_size", "final_loss", "final_accuracy", "test_loss",
-            "test_accuracy", "global_step", "epochs_run", "parameters", "weights_sum_spread")
-    out = {k: float(metrics[k]) for k in keys if isinstance(metrics.get(k), (int, float))}
-    out["weights_identical"] = 1.0 if metrics.get("weights_identical") else 0.0
-    add_scaling_efficiency(out, single_img_per_sec)
-    return out

@@ -52,6 +52,9 @@ class Backend:
         success / failure: condition types that end the job.
         launcher_container: container whose log is the run's log.
         launcher_selector: job name -> label selector of its launcher pod(s).
+        pods_selector: job name -> label selector of all its pods (MPIJob: the operator's
+            ``training.kubeflow.org/job-name``; TrainJob: JobSet's
+            ``jobset.sigs.k8s.io/jobset-name``, the JobSet being named after the TrainJob).
         build: options -> the job dict (:func:`kfp_gpu.mpi.mpijob.build`,
             :func:`kfp_gpu.mpi.trainjob.build`).
     """
@@ -65,6 +68,7 @@ class Backend:
     failure: str
     launcher_container: str
     launcher_selector: Callable[[str], str]
+    pods_selector: Callable[[str], str]
     build: Callable[..., dict]
 
     @property
@@ -106,12 +110,14 @@ MPIJOB = Backend(
     plural=crd.PLURAL, success="Succeeded", failure="Failed",
     launcher_container="launcher",
     launcher_selector=lambda name: f"{crd.JOB_NAME_LABEL}={name},{crd.JOB_ROLE_LABEL}=launcher",
+    pods_selector=lambda name: f"{crd.JOB_NAME_LABEL}={name}",
     build=mpijob.build)
 
 TRAINJOB = Backend(
     name="trainjob", group=trainjob.GROUP, version=trainjob.VERSION, kind=trainjob.KIND,
     plural=trainjob.PLURAL, success="Complete", failure="Failed",
     launcher_container=trainjob.NODE_CONTAINER, launcher_selector=trainjob.launcher_selector,
+    pods_selector=lambda name: f"{trainjob.JOBSET_NAME_LABEL}={name}",
     build=trainjob.build)
 
 BACKENDS = {b.name: b for b in (MPIJOB, TRAINJOB)}

@@ -24,6 +24,19 @@ REQUEST_TIMEOUT_S = (10, 60)
 log = logging.getLogger(__name__)
 
 
+def raw_json(resp) -> dict:
+    """The JSON body of a ``_preload_content=False`` response, connection released.
+
+    Pods and Events are read this way: the API's own JSON (camelCase), with no model
+    deserialization that could refuse a status the client's models do not expect."""
+    import json
+
+    try:
+        return json.loads(resp.data)
+    finally:
+        resp.release_conn()
+
+
 class MPIJobClient:
     """Job requests (MPIJob, or TrainJob with ``backend=backends.TRAINJOB``) against one
     API server.

@@ -23,9 +23,15 @@ cancelled), with the official ``kubernetes`` Python client:
 4. **Stream the launcher pod's log** (pods labelled ``training.kubeflow.org/job-name=<name>``,
    ``training.kubeflow.org/job-role=launcher`` by the MPI Operator) in a thread, keeping
    the last lines.
-5. **Cancel**: on SIGTERM (KFP cancels a run by deleting its pods) the MPIJob is deleted
+5. **Pending timeout**: a job that is not Running after ``pending_timeout_s`` (Workers
+   Unschedulable, ImagePullBackOff, ...) is deleted and fails with the pods' reason
+   (:mod:`~kfp_gpu.mpi.pending`).
+6. **Owner**: the job is created with an ownerReference to the component's pod
+   (:mod:`~kfp_gpu.mpi.owner`), so garbage collection removes it if the launcher dies
+   without cancelling.
+7. **Cancel**: on SIGTERM (KFP cancels a run by deleting its pods) the MPIJob is deleted
    with ``propagationPolicy: Foreground`` and :class:`~kfp_gpu.mpi.records.LaunchCancelled` is raised.
-6. **Failed** -> :class:`~kfp_gpu.mpi.records.MPIJobFailed` with the condition's reason/message and the last
+8. **Failed** -> :class:`~kfp_gpu.mpi.records.MPIJobFailed` with the condition's reason/message and the last
    launcher log lines; **Succeeded** -> :class:`~kfp_gpu.mpi.records.LaunchResult`.
 
 Each step is its own module: :mod:`~kfp_gpu.mpi.attach` (1-2), :mod:`~kfp_gpu.mpi.watch`
@@ -37,7 +43,7 @@ command.
 
 RBAC the launcher's service account needs in the namespace (see docs/distributed.md):
 ``mpijobs.kubeflow.org`` (or ``trainjobs.trainer.kubeflow.org``): create, get, list, watch,
-delete; ``pods``: get, list, watch;
+delete; ``pods``: get, list (the launcher pod's log, the pending diagnosis, the owner's uid);
 ``pods/log``: get; ``events``: list.
 """
 
@@ -50,13 +56,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from kfp_gpu.kube import api_client
-from kfp_gpu.mpi import attach, backends, cancel, watch
+from kfp_gpu.mpi import attach, backends, cancel, owner, pending, watch
 from kfp_gpu.mpi.jobs_api import MPIJobClient
 from kfp_gpu.mpi.logs import LauncherLogs
 from kfp_gpu.mpi.records import (
     LaunchCancelled,
     LaunchResult,
     MPIJobFailed,
+    PendingTimeout,
     ResourceRecord,
     condition,
     phase,
@@ -83,6 +90,10 @@ class Launcher:
         log_poll_s: seconds between looks for the launcher pod.
         replace_timeout_s: seconds to wait for a Failed MPIJob to go before re-creating it.
         backend: the job kind (:mod:`kfp_gpu.mpi.backends`); default MPIJob.
+        pending_timeout_s: seconds the job may take to reach Running before it is deleted
+            and fails with the pods' reason (:mod:`kfp_gpu.mpi.pending`); 0 = no limit.
+        owner_pod: the component's pod (:func:`kfp_gpu.mpi.owner.from_environment`); a
+            job this launcher creates names it in ``ownerReferences``. None = no owner.
 
     Attributes:
         namespace, name: the MPIJob followed (set by :meth:`create_or_attach`; set them
@@ -93,7 +104,9 @@ class Launcher:
                  watch_timeout_s: int = 60, log_sink: Callable[[str], None] | None = None,
                  tail_lines: int = 50, launcher_container: str | None = None,
                  log_poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep,
-                 replace_timeout_s: float = 120.0, backend: backends.Backend | None = None):
+                 replace_timeout_s: float = 120.0, backend: backends.Backend | None = None,
+                 pending_timeout_s: float = pending.DEFAULT_TIMEOUT_S,
+                 owner_pod: owner.OwnerPod | None = None):
         self.backend = backend or backends.MPIJOB
         launcher_container = launcher_container or self.backend.launcher_container
         self.jobs = MPIJobClient(api_client, backoff, sleep, self.backend)
@@ -103,6 +116,7 @@ class Launcher:
         self.log_poll_s, self.replace_timeout_s = log_poll_s, replace_timeout_s
         self.namespace, self.name = "", ""
         self.logs: LauncherLogs | None = None
+        self.pending_timeout_s, self.owner_pod = pending_timeout_s, owner_pod
 
     def create_or_attach(self, job: Mapping, record_path: str | os.PathLike
                          ) -> tuple[dict, bool]:
@@ -116,6 +130,7 @@ class Launcher:
             self.backend = backend
             self.jobs = MPIJobClient(self.jobs.api_client, self.jobs.backoff, self.jobs.sleep,
                                      backend)
+        job = owner.with_owner(job, owner.resolve(self.jobs.core, self.owner_pod))
         obj, reattached = attach.create_or_attach(
             self.jobs, job, record_path, replace_timeout_s=self.replace_timeout_s,
             poll_s=self.log_poll_s)
@@ -145,10 +160,13 @@ class Launcher:
         return self.logs.events() if self.logs else []
 
     def wait(self) -> dict:
-        """:func:`kfp_gpu.mpi.watch.wait_for_end` for the job followed."""
+        """:func:`kfp_gpu.mpi.watch.wait_for_end` for the job followed, with a
+        :class:`~kfp_gpu.mpi.pending.PendingGuard` of ``pending_timeout_s``."""
+        guard = pending.PendingGuard(self.jobs.core, self.backend, self.namespace, self.name,
+                                     self.pending_timeout_s)
         return watch.wait_for_end(self.jobs, self.namespace, self.name,
                                   watch_timeout_s=self.watch_timeout_s,
-                                  log_tail=self.log_tail)
+                                  log_tail=self.log_tail, guard=guard)
 
     def delete(self) -> None:
         """Delete the MPIJob (``propagationPolicy: Foreground``; 404 is fine)."""
@@ -168,21 +186,28 @@ class Launcher:
 
         Raises:
             MPIJobFailed: the MPIJob vanished (with events and the log tail).
+            PendingTimeout: it did not start in ``pending_timeout_s``; it was deleted.
         """
         _, reattached = self.create_or_attach(job, record_path)
         self.start_logs()
         try:
             final = self.wait()
         except MPIJobFailed as e:
-            raise MPIJobFailed(e.name, e.reason, e.message, self.stop_logs(),
-                               self.events(), kind=self.backend.kind) from None
+            if isinstance(e, PendingTimeout):
+                log.error("%s %s/%s did not start: %s: %s; deleting it", self.backend.kind,
+                          self.namespace, self.name, e.reason, e.message)
+                self.delete()
+            raise type(e)(e.name, e.reason, e.message, self.stop_logs(), self.events(),
+                          kind=self.backend.kind) from None
         return final, self.stop_logs(), reattached
 
 
 def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
            backoff: Backoff = DEFAULT_BACKOFF, watch_timeout_s: int = 60,
            log_sink: Callable[[str], None] | None = None, tail_lines: int = 50,
-           handle_sigterm: bool = True, log_poll_s: float = 2.0) -> LaunchResult:
+           handle_sigterm: bool = True, log_poll_s: float = 2.0,
+           pending_timeout_s: float = pending.DEFAULT_TIMEOUT_S,
+           owner_pod: owner.OwnerPod | None = None) -> LaunchResult:
     """Run the MPIJob or TrainJob ``job`` (a dict from :func:`kfp_gpu.mpi.mpijob.build` or
     :func:`kfp_gpu.mpi.trainjob.build`) to completion.
 
@@ -192,7 +217,8 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
         record_path: where the :class:`~kfp_gpu.mpi.records.ResourceRecord` JSON goes (a KFP
             output path); read first to re-attach after a retry.
         api: a ``kubernetes.client.ApiClient``; default :func:`kfp_gpu.kube.api_client`.
-        backoff, watch_timeout_s, log_sink, tail_lines, log_poll_s: see :class:`Launcher`.
+        backoff, watch_timeout_s, log_sink, tail_lines, log_poll_s, pending_timeout_s,
+            owner_pod: see :class:`Launcher`.
         handle_sigterm: install the SIGTERM -> delete handler (main thread only).
 
     Returns:
@@ -201,6 +227,7 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
 
     Raises:
         MPIJobFailed: the job Failed (reason, message, events, last launcher log lines).
+        PendingTimeout: the job was not Running after ``pending_timeout_s``; deleted.
         LaunchCancelled: SIGTERM arrived; the job was deleted (Foreground).
         ValueError: ``job`` is neither an MPIJob nor a TrainJob.
         kubernetes.client.exceptions.ApiException: non-transient API errors.
@@ -208,7 +235,8 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
     backend = backends.for_object(job)
     launcher = Launcher(api or api_client(), backoff=backoff, watch_timeout_s=watch_timeout_s,
                         log_sink=log_sink, tail_lines=tail_lines, log_poll_s=log_poll_s,
-                        backend=backend)
+                        backend=backend, pending_timeout_s=pending_timeout_s,
+                        owner_pod=owner_pod)
     launcher.namespace, launcher.name = attach.job_identity(job)
     with cancel.sigterm_raises(handle_sigterm):
         try:
@@ -242,13 +270,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default=None, help="API server URL (no auth; tests)")
     p.add_argument("--watch-timeout", type=int, default=60)
     p.add_argument("--backoff-initial", type=float, default=1.0)
+    p.add_argument("--pending-timeout", type=float, default=pending.DEFAULT_TIMEOUT_S,
+                   help="seconds the job may take to reach Running (0 = no limit)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     job = yaml.safe_load(Path(a.job).read_text(encoding="utf-8"))
     api = api_client(a.kubeconfig, host=a.host)
     try:
         result = launch(job, a.record, api, watch_timeout_s=a.watch_timeout,
-                        backoff=Backoff(initial_s=a.backoff_initial), log_poll_s=0.5)
+                        backoff=Backoff(initial_s=a.backoff_initial), log_poll_s=0.5,
+                        pending_timeout_s=a.pending_timeout, owner_pod=owner.from_environment())
     except LaunchCancelled as e:
         print(str(e), file=sys.stderr, flush=True)
         return EXIT_CANCELLED

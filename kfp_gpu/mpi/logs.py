@@ -3,8 +3,12 @@
 Launcher pods are found by the labels the MPI Operator sets
 (``training.kubeflow.org/job-name=<name>``, ``training.kubeflow.org/job-role=launcher``,
 :mod:`kfp_gpu.mpi.crd`), or any other selector (a TrainJob's launcher pod: JobSet's labels,
-:meth:`kfp_gpu.mpi.backends.Backend.launcher_selector`). A restarted Launcher gets a new
-pod: each is followed in turn.
+:meth:`kfp_gpu.mpi.backends.Backend.launcher_selector`). A Launcher re-created by its Job
+is a new pod: each is followed in turn. A Launcher container restarted in place
+(``restartPolicy: OnFailure``, a higher ``restartCount``) starts a new log: its lines are
+told from the old ones by their timestamps (``timestamps=true``; kubelet CRI log lines
+carry RFC 3339 nanosecond stamps), not by counting lines, so the new lines are all printed
+and none of the old ones repeats.
 """
 
 from __future__ import annotations
@@ -16,10 +20,55 @@ import threading
 from collections.abc import Callable
 
 from kfp_gpu.mpi import crd
+from kfp_gpu.mpi.jobs_api import raw_json
 from kfp_gpu.mpi.records import TERMINAL
 from kfp_gpu.mpi.retry import short
 
 log = logging.getLogger(__name__)
+
+
+#: ``_request_timeout`` of the follow stream: (connect, read) s. A read timeout only
+#: re-opens the stream (the cursor skips what was seen), so a half-open connection cannot
+#: stall the log forever.
+FOLLOW_TIMEOUT_S = (10, 300)
+
+
+class _Cursor:
+    """Where one pod's log was read up to: the last timestamp emitted and how many lines
+    carried it (several lines may share one timestamp)."""
+
+    def __init__(self) -> None:
+        self.last, self.at_last, self.index = "", 0, 0
+
+    def admit(self, raw: str) -> str | None:
+        """The text of ``raw`` (``<RFC 3339 timestamp> <text>``, the kubelet's
+        ``timestamps=true`` form) when it is past the cursor, else None. Call with every
+        line of a stream, in order; a new stream must start with :meth:`restart`."""
+        ts, sep, text = raw.partition(" ")
+        if not sep or not ts[:4].isdigit():  # no timestamp: cannot dedupe, emit it
+            return raw
+        key = _sortable(ts)
+        if key < self.last:
+            return None
+        if key == self.last:
+            self.index += 1
+            if self.index <= self.at_last:
+                return None
+            self.at_last = self.index
+            return text
+        self.last, self.at_last, self.index = key, 1, 1
+        return text
+
+    def restart(self) -> None:
+        """A new stream begins: count lines at the last timestamp from zero again."""
+        self.index = 0
+
+
+def _sortable(ts: str) -> str:
+    """An RFC 3339 UTC timestamp with its fraction padded to nanoseconds, so that string
+    order is time order (``...:05Z`` and ``...:05.1Z`` -> ``...:05.000000000``...)."""
+    base, _, frac = ts.rstrip("Z").partition(".")
+    return f"{base}.{frac.ljust(9, '0')[:9]}"
 
 
 class LauncherLogs:
@@ -94,26 +143,32 @@ class LauncherLogs:
 
     def _pods(self) -> list[dict]:
         """Launcher pods of the job that can have logs (not Pending), oldest first."""
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
-                                             _request_timeout=30)
-        items = [p.to_dict() for p in pods.items]
-        items = [p for p in items if (p.get("status") or {}).get("phase") != "Pending"]
-        return sorted(items, key=lambda p: str(p["metadata"].get("creation_timestamp") or ""))
+        pods = raw_json(self.core.list_namespaced_pod(
+            self.namespace, label_selector=self.selector, _request_timeout=30,
+            _preload_content=False))
+        items = [p for p in pods.get("items") or []
+                 if (p.get("status") or {}).get("phase") != "Pending"]
+        return sorted(items, key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
 
-    def _stream_pod(self, pname: str, emitted: dict[str, int]) -> None:
-        """Emit the lines of ``pname`` not emitted before (a re-opened stream starts over)."""
+    def _stream_pod(self, pname: str, seen: dict[str, _Cursor]) -> None:
+        """Emit the lines of ``pname`` not emitted before: the stream is read with
+        ``timestamps=true`` and a line counts as new when its timestamp is past the
+        pod's :class:`_Cursor`. A re-opened stream (it dropped, or the read timed out)
+        starts over and skips what was seen; after a container restart the new
+        container's log starts over too, with later timestamps, so its lines are all
+        new and none of the old ones repeats."""
         from kubernetes.watch.watch import iter_resp_lines
 
         resp = self.core.read_namespaced_pod_log(
-            pname, self.namespace, container=self.container, follow=True,
-            _preload_content=False, _request_timeout=(10, None))
+            pname, self.namespace, container=self.container, follow=True, timestamps=True,
+            _preload_content=False, _request_timeout=FOLLOW_TIMEOUT_S)
         self._resp = resp
-        n = 0
+        cursor = seen.setdefault(pname, _Cursor())
+        cursor.restart()
         try:
-            for line in iter_resp_lines(resp):
-                n += 1
-                if n > emitted.get(pname, 0):
-                    emitted[pname] = n
+            for raw in iter_resp_lines(resp):
+                line = cursor.admit(raw)
+                if line is not None:
                     self.tail.append(line)
                     self.sink(line)
         finally:
@@ -121,9 +176,10 @@ class LauncherLogs:
             resp.release_conn()
 
     def _follow(self) -> None:
-        """Follow each launcher pod in turn; a stream that drops while its pod still runs
-        is re-opened, skipping the lines already seen."""
-        emitted: dict[str, int] = {}
+        """Follow each launcher pod in turn; a stream that ends while its pod still runs
+        (a drop, a read timeout, a container restart) is re-opened, skipping the lines
+        already seen (:meth:`_stream_pod`)."""
+        seen: dict[str, _Cursor] = {}
         finished: set[str] = set()
         while not self._done.is_set():
             pname = None
@@ -135,9 +191,10 @@ class LauncherLogs:
                     self._done.wait(self.poll_s)
                     continue
                 pname = pods[0]["metadata"]["name"]
-                self._stream_pod(pname, emitted)
-                pod = self.core.read_namespaced_pod(pname, self.namespace, _request_timeout=30)
-                if (pod.status.phase or "") in TERMINAL:
+                self._stream_pod(pname, seen)
+                pod = raw_json(self.core.read_namespaced_pod(
+                    pname, self.namespace, _request_timeout=30, _preload_content=False))
+                if (pod.get("status") or {}).get("phase", "") in TERMINAL:
                     finished.add(pname)
                 else:
                     self._done.wait(0.2)

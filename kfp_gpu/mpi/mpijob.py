@@ -16,7 +16,7 @@ controller-side rules from ``pkg/apis/kubeflow/validation/validation.go``)::
       mpiImplementation: OpenMPI
       sshAuthMountPath: /home/mpiuser/.ssh   # non-root, as the project's horovod image
       runPolicy: {cleanPodPolicy, ttlSecondsAfterFinished, backoffLimit,
-                  activeDeadlineSeconds}
+                  activeDeadlineSeconds, schedulingPolicy}   # the last two when set
       mpiReplicaSpecs:
         Launcher: {replicas: 1, restartPolicy: OnFailure, template: <PodTemplateSpec>}
         Worker:   {replicas: N, restartPolicy: Never,     template: <PodTemplateSpec>}

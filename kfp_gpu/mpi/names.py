@@ -23,20 +23,35 @@ DNS1123_SUBDOMAIN = re.compile(
 MAX_NAME_LEN = 40
 
 
-def job_name(run_id: str, task_name: str, prefix: str = "mpijob") -> str:
+def job_name(run_id: str, task_name: str, prefix: str = "mpijob", instance: str = "") -> str:
     """Deterministic DNS-1123 label for the MPIJob of one pipeline task.
 
-    ``<prefix>-<first 10 hex of sha256(run_id + "/" + task_name)>``: the same run and task
-    always give the same name (so a retried launcher re-attaches instead of creating a
-    duplicate), different runs or tasks give different names. The prefix is lower-cased,
-    characters outside ``[a-z0-9-]`` become ``-`` and it is cut to 24 characters.
+    ``<prefix>-<first 10 hex of sha256(run_id + "/" + task_name [+ "/" + instance])>``: the
+    same run, task and instance always give the same name (so a retried launcher
+    re-attaches instead of creating a duplicate), different runs, tasks or instances give
+    different names. The prefix is lower-cased, characters outside ``[a-z0-9-]`` become
+    ``-`` and it is cut to 24 characters.
+
+    ``instance`` tells apart the runs of one task inside one run: the iterations of a
+    ``dsl.ParallelFor`` (and the calls of one sub-pipeline) share the run id and the task
+    name. It must be the same for every retry of the task and differ between iterations.
+    In the KFP v2 backend (>= 2.5) the URI of a task's output artifact is such a key: the
+    driver provisions it once per task execution as
+    ``<pipeline root>/<task name>/<uuid>/<output>`` (kubeflow/pipelines
+    ``backend/src/v2/driver/container.go`` ``provisionOutputs(..., uuid.NewString(), ...)``,
+    ``driver/driver.go`` ``provisionOutputs``), and Argo's retries of the executor pod run
+    with the same executor input. ``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` (the parent DAG's
+    execution id, ``driver/resolve.go``: per iteration, shared by sibling tasks) works too.
+    The pod's name (``KFP_POD_NAME``, ``compiler/argocompiler/common.go`` ``commonEnvs``)
+    does not: each retry is a new pod. Empty = no instance (names as before).
 
     Raises:
         ValueError: if ``run_id`` or ``task_name`` is empty.
     """
     if not run_id or not task_name:
         raise ValueError("job_name needs a non-empty run_id and task_name")
-    digest = hashlib.sha256(f"{run_id}/{task_name}".encode()).hexdigest()[:10]
+    key = f"{run_id}/{task_name}" + (f"/{instance}" if instance else "")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     clean = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")[:24].strip("-") or "mpijob"
     if not clean[0].isalpha():  # DNS-1035: the operator's Service takes the job's name
         clean = f"mpijob-{clean}"[:24].strip("-")

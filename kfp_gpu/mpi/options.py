@@ -6,7 +6,8 @@ environment) and one small frozen dataclass per concern:
 =================  ===============================================================
 :class:`Replicas`  Worker count, GPU request per Worker, MPI slots, implementation
 :class:`SshOptions`  the user the pods run as and the SSH keys/sshd of the Workers
-:class:`RunPolicy`  ``spec.runPolicy``: clean-up, TTL, backoff, deadline
+:class:`RunPolicy`  ``spec.runPolicy``: clean-up, TTL, backoff, deadline, and gang
+                   scheduling (``schedulingPolicy``: :mod:`kfp_gpu.mpi.scheduling`)
 :class:`Network`   RDMA extended resource, Multus networks, NCCL settings
 :class:`Resources`  CPU/memory of Workers and Launcher, ``/dev/shm`` size
 :class:`Placement`  tolerations, node selector, PVCs, service account, scheduler
@@ -36,6 +37,7 @@ from kfp_gpu.gpu.request import GpuRequest, parse
 from kfp_gpu.mpi.checks import argv, choice, optional_non_negative, positive_int
 from kfp_gpu.mpi.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, check_name
 from kfp_gpu.mpi.network import Network
+from kfp_gpu.mpi.scheduling import SchedulingPolicy
 from kfp_gpu.mpi.ssh import SshOptions
 from kfp_gpu.mpi.volumes import RESERVED_MOUNT_PATHS, PvcMount, nested
 
@@ -96,12 +98,23 @@ class Replicas:
 
 @dataclass(frozen=True)
 class RunPolicy:
-    """``spec.runPolicy`` (types.go RunPolicy); seconds; ``None`` = unset."""
+    """``spec.runPolicy`` (types.go RunPolicy); seconds; ``None``/empty = unset. The last
+    five fields are its ``schedulingPolicy`` (:meth:`scheduling`)."""
 
     clean_pod_policy: str = "Running"
     ttl_seconds_after_finished: int | None = 86400
     backoff_limit: int | None = 0
     active_deadline_seconds: int | None = None
+    min_available: int | None = None
+    queue: str = ""
+    min_resources: Mapping[str, str] = field(default_factory=dict)
+    priority_class: str = ""
+    schedule_timeout_seconds: int | None = None
+
+    def scheduling(self) -> SchedulingPolicy:
+        """The gang-scheduling part (:class:`kfp_gpu.mpi.scheduling.SchedulingPolicy`)."""
+        return SchedulingPolicy(self.min_available, self.queue, self.min_resources,
+                                self.priority_class, self.schedule_timeout_seconds)
 
     def validate(self) -> None:
         """Raises ValueError naming the field and the accepted values."""
@@ -110,15 +123,20 @@ class RunPolicy:
         optional_non_negative("backoff_limit", self.backoff_limit)
         if self.active_deadline_seconds is not None:
             positive_int("active_deadline_seconds", self.active_deadline_seconds)
+        self.scheduling().validate()
 
     def to_spec(self) -> dict[str, Any]:
-        """The ``runPolicy`` dict (unset fields left out)."""
+        """The ``runPolicy`` dict (unset fields left out; ``schedulingPolicy`` only when
+        one of its fields is set)."""
         out: dict[str, Any] = {"cleanPodPolicy": self.clean_pod_policy}
         for key, value in (("ttlSecondsAfterFinished", self.ttl_seconds_after_finished),
                            ("backoffLimit", self.backoff_limit),
                            ("activeDeadlineSeconds", self.active_deadline_seconds)):
             if value is not None:
                 out[key] = value
+        scheduling = self.scheduling().to_spec()
+        if scheduling:
+            out["schedulingPolicy"] = scheduling
         return out
 
 

@@ -92,6 +92,12 @@ class MPIJobFailed(RuntimeError):
         super().__init__(text)
 
 
+class PendingTimeout(MPIJobFailed):
+    """The job did not start within ``pending_timeout_s`` (:mod:`kfp_gpu.mpi.pending`);
+    ``reason``/``message`` say why (``Unschedulable: 0/8 nodes are available: ...``). The
+    launcher deleted the job."""
+
+
 class LaunchCancelled(RuntimeError):
     """The run was cancelled (SIGTERM); the MPIJob was deleted."""
 

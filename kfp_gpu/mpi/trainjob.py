@@ -53,7 +53,10 @@ runtime's sshd and mount path), ``run_as_user``/``run_as_group`` 1000 and ``fs_g
 1000 or unset (the Secret's keys are read through group 1000), ``mpi_implementation``
 OpenMPI (the only one the MPI plugin supports), and the runPolicy fields the runtime
 fixes: ``clean_pod_policy`` Running, ``ttl_seconds_after_finished`` 86400,
-``backoff_limit`` 0, ``launcher_creation_policy`` WaitForWorkersReady (dependsOn Ready).
+``backoff_limit`` 0, ``launcher_creation_policy`` WaitForWorkersReady (dependsOn Ready),
+and any ``schedulingPolicy`` (:mod:`kfp_gpu.mpi.scheduling`: gang scheduling lives on the
+runtime, ``spec.podGroupPolicy``). ``active_deadline_seconds`` maps to the TrainJob's own
+``spec.activeDeadlineSeconds``.
 """
 
 from __future__ import annotations
@@ -185,6 +188,10 @@ def check_options(opts: MPIJobOptions) -> MPIJobOptions:
     if scheduler:
         bad.append(f"schedulerName {scheduler!r} (Trainer v2.3 runtimePatches cannot set it: "
                    "use a runtime copy that sets it, or the scheduler's namespace default)")
+    if opts.run_policy.scheduling().is_set():
+        bad.append(f"schedulingPolicy {opts.run_policy.scheduling().to_spec()} (Trainer v2.3 gang-schedules "
+                   "through the runtime's spec.podGroupPolicy, coscheduling or volcano; "
+                   "runtimePatches cannot set it: use a runtime copy with podGroupPolicy)")
     reserved = sorted(set(mpijob.rank_env(opts)) & set(RESERVED_ENV))
     if reserved:
         bad.append(f"env {reserved} (set by the Trainer's MPI plugin itself)")

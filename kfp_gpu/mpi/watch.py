@@ -46,31 +46,41 @@ class _Progress:
 
 
 def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout_s: int = 60,
-                 log_tail: Callable[[], list[str]] = list) -> dict:
+                 log_tail: Callable[[], list[str]] = list, guard=None) -> dict:
     """Watch until the MPIJob is Succeeded or Failed; return its final object.
 
     Args:
         log_tail: returns the launcher log lines so far (for the error of a deleted job).
+        guard: a :class:`kfp_gpu.mpi.pending.PendingGuard` (or None): checked with each
+            version of the job seen and, while it is armed, every ``guard.poll_s`` seconds
+            (the WATCH then ends that often and resumes from the last version).
 
     Raises:
         MPIJobFailed: the MPIJob was deleted by someone else (reason ``Deleted``).
+        PendingTimeout: from ``guard`` (the job did not start in time).
         kubernetes.client.exceptions.ApiException: non-transient errors, or transient ones
             persisting through the client's backoff.
     """
     from kubernetes.client.exceptions import ApiException
 
     progress = _Progress(name, jobs)
+    check = guard.check if guard is not None else (lambda obj: None)
     rv: str | None = None
+    last: dict | None = None
     while True:
         try:
             if rv is None:
-                obj, rv = jobs.list_one(namespace, name)
-                if obj is None:
+                last, rv = jobs.list_one(namespace, name)
+                if last is None:
                     raise MPIJobFailed(name, "Deleted", f"the {jobs.kind} no longer exists",
                                        log_tail(), kind=jobs.kind)
-                if progress.seen(obj):
-                    return obj
-            for event in jobs.watch(namespace, name, rv, watch_timeout_s):
+                if progress.seen(last):
+                    return last
+                check(last)
+            timeout = watch_timeout_s
+            if guard is not None and not guard.done:
+                timeout = min(watch_timeout_s, guard.poll_s)
+            for event in jobs.watch(namespace, name, rv, timeout):
                 progress.failures = 0
                 obj = event["raw_object"]
                 rv = obj.get("metadata", {}).get("resourceVersion", rv)
@@ -78,9 +88,12 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
                     raise MPIJobFailed(name, "Deleted",
                                        f"the {jobs.kind} was deleted while running",
                                        log_tail(), kind=jobs.kind)
+                last = obj
                 if progress.seen(obj):
                     return obj
+                check(obj)
             progress.failures = 0  # the watch timed out normally: resume from rv
+            check(last)
         except MPIJobFailed:
             raise
         except ApiException as e:

@@ -28,8 +28,12 @@ changes"):
   ``foregroundDeletion``, a ``MODIFIED`` event), deletes its dependents (the launcher pod),
   then the object (``DELETED``).
 - ``GET /api/v1/namespaces/<ns>/pods`` with ``labelSelector``; ``GET .../pods/<name>``;
-  ``GET .../pods/<name>/log`` (``tailLines``; ``follow=true`` streams lines as the scripted
-  controller appends them and ends when the container has terminated);
+  ``GET .../pods/<name>/log`` (``tailLines``; ``timestamps=true`` prefixes each line with
+  its RFC 3339 nanosecond stamp and a space; ``follow=true`` streams lines as the scripted
+  controller appends them and ends when the container has terminated or restarted:
+  :meth:`FakeKube.restart_container` bumps ``restartCount`` and starts a new log);
+  pods carry any ``status`` a test sets (:meth:`FakeKube.set_pod_status`: Unschedulable
+  conditions, waiting container reasons) and Events about them (``add_event``);
   ``GET /api/v1/namespaces/<ns>/events`` with ``fieldSelector=involvedObject.name=X``.
 
 Fault injection: :meth:`FakeKube.fail_next` (the next N matching requests get a 5xx
@@ -81,6 +85,13 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _stamp() -> str:
+    """Now as the kubelet stamps log lines (RFC 3339, nanoseconds, UTC)."""
+    ns = time.time_ns()
+    base = dt.datetime.fromtimestamp(ns // 10**9, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.{ns % 10**9:09d}Z"
+
+
 def status_body(code: int, reason: str, message: str, details: dict | None = None) -> dict:
     """A ``meta/v1 Status`` failure body, as the API server sends with 4xx/5xx."""
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -126,6 +137,8 @@ class FakeKube:
         self.objects: dict[tuple[str, str, str], dict] = {}  # (plural, ns, name) -> object
         self.history: list[tuple[int, str, str, dict]] = []  # (rv, type, plural, object)
         self.logs: dict[tuple[str, str], list[str]] = {}
+        self._log_epoch: dict[tuple[str, str], int] = {}  # container restarts per pod
+        self.log_times: dict[tuple[str, str], list[str]] = {}  # RFC 3339 stamp per line
         self.requests: list[Request] = []
         self.deletes: list[dict] = []  # {"name", "namespace", "propagationPolicy"}
         self.active_watches = 0
@@ -317,7 +330,22 @@ class FakeKube:
         with self._lock:
             self.objects[("pods", ns, name)] = pod
             self.logs[(ns, name)] = []
+            self.log_times[(ns, name)] = []
             self._record("ADDED", "pods", pod)
+
+    def set_pod_status(self, ns: str, name: str, status: dict) -> None:
+        """Replace the pod's ``status`` (API JSON: ``phase``, ``conditions``,
+        ``containerStatuses``...), as the scheduler and the kubelet report it."""
+        with self._lock:
+            pod = self.objects.get(("pods", ns, name))
+            if pod is not None:
+                pod["status"] = copy.deepcopy(status)
+                self._record("MODIFIED", "pods", pod)
+
+    def pod_uid(self, ns: str, name: str) -> str:
+        """The uid the double gave pod ``ns/name`` (KeyError if there is none)."""
+        with self._lock:
+            return self.objects[("pods", ns, name)]["metadata"]["uid"]
 
     def set_pod_phase(self, ns: str, name: str, phase: str) -> None:
         with self._lock:
@@ -326,9 +354,30 @@ class FakeKube:
                 pod["status"]["phase"] = phase
                 self._record("MODIFIED", "pods", pod)
 
+    def restart_container(self, ns: str, pod: str, lines: list[str] | None = None) -> None:
+        """The pod's container restarts in place (kubelet, restartPolicy OnFailure): its
+        ``restartCount`` goes up and its log starts over (``lines``, default empty), as
+        ``GET .../log`` serves the current container's log."""
+        with self._lock:
+            obj = self.objects.get(("pods", ns, pod))
+            if obj is None:
+                return
+            statuses = obj["status"].setdefault("containerStatuses", [
+                {"name": c["name"], "image": c["image"], "imageID": "", "ready": True,
+                 "restartCount": 0} for c in obj["spec"]["containers"]])
+            for cs in statuses:
+                cs["restartCount"] = cs.get("restartCount", 0) + 1
+                cs["state"] = {"running": {"startedAt": _now()}}
+                cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+            self.logs[(ns, pod)] = list(lines or [])
+            self.log_times[(ns, pod)] = [_stamp() for _ in self.logs[(ns, pod)]]
+            self._log_epoch[(ns, pod)] = self._log_epoch.get((ns, pod), 0) + 1
+            self._record("MODIFIED", "pods", obj)
+
     def append_log(self, ns: str, pod: str, line: str) -> None:
         with self._lock:
             self.logs.setdefault((ns, pod), []).append(line)
+            self.log_times.setdefault((ns, pod), []).append(_stamp())
             self._lock.notify_all()
 
     def add_event(self, ns: str, involved: str, etype: str, reason: str, message: str,
@@ -658,26 +707,36 @@ class _Handler(JsonHandler):
         follow = _flag(query, "follow")
         tail = query.get("tailLines", [None])[0]
         self._start_chunked("text/plain")
+        stamped = _flag(query, "timestamps")
+
+        def text(i: int, line: str) -> bytes:
+            stamp = kube.log_times.get((ns, pod), [])
+            return (f"{stamp[i]} " if stamped and i < len(stamp) else "").encode() + \
+                line.encode() + b"\n"
+
         with kube._lock:
-            lines = list(kube.logs.get((ns, pod), []))
+            lines = [text(i, ln) for i, ln in enumerate(kube.logs.get((ns, pod), []))]
+            epoch = kube._log_epoch.get((ns, pod), 0)
         sent = len(lines)
         if tail is not None:
             lines = lines[-int(tail):] if int(tail) > 0 else []
         for line in lines:
-            self._chunk(line.encode() + b"\n")
+            self._chunk(line)
         while follow:
             with kube._lock:
                 all_lines = kube.logs.get((ns, pod), [])
-                new = all_lines[sent:]
+                new = [text(i, ln) for i, ln in enumerate(all_lines) if i >= sent]
                 pod_obj = kube.objects.get(("pods", ns, pod))
                 done = pod_obj is None or pod_obj["status"]["phase"] in ("Succeeded", "Failed")
+                if kube._log_epoch.get((ns, pod), 0) != epoch:
+                    break  # the container restarted: its stream ends (the kubelet's does)
                 if not new:
                     if done:
                         break
                     kube._lock.wait(0.25)
                     continue
             for line in new:
-                self._chunk(line.encode() + b"\n")
+                self._chunk(line)
             sent += len(new)
         self._end_chunked()
         return 200

@@ -87,6 +87,8 @@ class Operator:
     launcher_container: str
     launcher_pod: Callable[[str], str]
     job_condition_shape: bool  # JobCondition (lastUpdateTime) vs metav1.Condition
+    worker_labels: Callable[[str], dict] = lambda name: {}
+    worker_pod: Callable[[str], str] = lambda name: f"{name}-worker-0"
 
 
 OPERATORS: dict[str, Operator] = {
@@ -96,7 +98,10 @@ OPERATORS: dict[str, Operator] = {
         ("Failed", "MPIJobFailed", "MPIJob {ns}/{name} has failed"),
         lambda name: {"training.kubeflow.org/job-name": name,
                       "training.kubeflow.org/job-role": "launcher"},
-        "launcher", lambda name: f"{name}-launcher-{uuid.uuid4().hex[:5]}", True),
+        "launcher", lambda name: f"{name}-launcher-{uuid.uuid4().hex[:5]}", True,
+        lambda name: {"training.kubeflow.org/job-name": name,
+                      "training.kubeflow.org/job-role": "worker"},
+        lambda name: f"{name}-worker-0"),
     "trainjobs": Operator(
         "trainjobs", None, None,
         ("Complete", "AllJobsCompleted", "jobset completed successfully"),
@@ -105,7 +110,10 @@ OPERATORS: dict[str, Operator] = {
                       "jobset.sigs.k8s.io/replicatedjob-name": "launcher",
                       "jobset.sigs.k8s.io/job-index": "0",
                       "batch.kubernetes.io/job-completion-index": "0"},
-        "node", lambda name: f"{name}-launcher-0-0-{uuid.uuid4().hex[:5]}", False),
+        "node", lambda name: f"{name}-launcher-0-0-{uuid.uuid4().hex[:5]}", False,
+        lambda name: {"jobset.sigs.k8s.io/jobset-name": name,
+                      "jobset.sigs.k8s.io/replicatedjob-name": "node"},
+        lambda name: f"{name}-node-0-0-{uuid.uuid4().hex[:5]}"),
 }
 
 
@@ -120,6 +128,12 @@ class ScriptedController:
         step_s: seconds between steps.
         gate: if set, the controller waits for it before the terminal condition (tests use it
             to expire watches while the job runs).
+        pending: if set, a Worker pod (MPIJob ``<job>-worker-0``; TrainJob a ``node`` pod)
+            is created first with this pod ``status`` (API JSON: an Unschedulable
+            ``PodScheduled`` condition, a waiting container...) and the job stays before
+            Running (MPIJob: Created only; TrainJob: ``jobsStatus`` active, none ready) for
+            ``pending_s`` seconds (None: until deleted), with ``pending_events`` (reason,
+            message) as Warning Events about that pod; then it runs as usual.
     """
 
     outcome: str | None = "Succeeded"
@@ -129,6 +143,9 @@ class ScriptedController:
     step_s: float = 0.02
     gate: threading.Event | None = None
     plural: str = "mpijobs"  # set by FakeKube for each job it starts
+    pending: dict | None = None
+    pending_s: float | None = None
+    pending_events: list[tuple[str, str]] = field(default_factory=list)
 
     def run(self, kube: FakeKube, ns: str, name: str) -> None:
         op = OPERATORS[self.plural]
@@ -145,6 +162,8 @@ class ScriptedController:
             return
         if op.created:
             cond(*op.created, f"{kube_kind(op.plural)} {ns}/{name} is created.")
+        if self.pending is not None and not self._stay_pending(kube, ns, name, alive):
+            return
         pod = op.launcher_pod(name)
         kube.create_pod(ns, pod, op.launcher_labels(name), owner=name,
                         container=op.launcher_container, owner_plural=op.plural)
@@ -155,7 +174,7 @@ class ScriptedController:
         if op.running:
             cond(*op.running, f"{kube_kind(op.plural)} {ns}/{name} is running.")
         if self.plural == "trainjobs":
-            kube.set_jobs_status(ns, name, active=1)
+            kube.set_jobs_status(ns, name, active=1, ready=1)
         for line in self.log:
             if not alive():
                 return
@@ -175,6 +194,27 @@ class ScriptedController:
         if self.plural == "trainjobs":
             kube.set_jobs_status(ns, name, active=0, succeeded=int(ok), failed=int(not ok))
         cond(ctype, self.reason or reason, self.message or message, running_false=True)
+
+
+    def _stay_pending(self, kube: FakeKube, ns: str, name: str, alive) -> bool:
+        """Show a Worker pod that does not start (see ``pending``); False once the job is
+        gone, True when ``pending_s`` has passed (the pod then runs)."""
+        op = OPERATORS[self.plural]
+        worker = op.worker_pod(name)
+        kube.create_pod(ns, worker, op.worker_labels(name), owner=name, container="worker",
+                        owner_plural=op.plural)
+        kube.set_pod_status(ns, worker, self.pending)
+        for reason, message in self.pending_events:
+            kube.add_event(ns, worker, "Warning", reason, message, kind="Pod")
+        if self.plural == "trainjobs":
+            kube.set_jobs_status(ns, name, active=1)  # pending pods count as active
+        end = None if self.pending_s is None else time.monotonic() + self.pending_s
+        while end is None or time.monotonic() < end:
+            if not alive():
+                return False
+            time.sleep(0.02)
+        kube.set_pod_status(ns, worker, {"phase": "Running"})
+        return alive()
 
 
 def kube_kind(plural: str) -> str:

@@ -157,15 +157,27 @@ def data(tmp_path):
 
 
 class Outputs:
-    """The component's input and output artifacts under ``root`` (one task attempt)."""
+    """The component's input and output artifacts of one task attempt, as the KFP v2 driver
+    provisions them: URIs ``<pipeline root>/<run>/<task>/<salt>/<output>``, the salt made
+    once per task execution (kubeflow/pipelines backend/src/v2/driver/container.go
+    ``provisionOutputs(..., uuid.NewString(), ...)``), so a retry of the task (a new pod)
+    gets the SAME URIs and a ParallelFor iteration other ones; each attempt writes them
+    under its own local ``root`` (its pod's filesystem: ``custom_path``)."""
 
-    def __init__(self, root: Path, inputs: Path):
+    def __init__(self, root: Path, inputs: Path, salt: str = "5b1c0d7e"):
         self.train = dsl.Dataset(uri=str(inputs / "train"))
         self.test = dsl.Dataset(uri=str(inputs / "test"))
-        self.model = dsl.Model(uri=str(root / "model"))
-        self.metrics = dsl.Metrics(uri=str(root / "metrics"))
-        self.mpijob = dsl.Artifact(uri=str(root / "mpijob"))
-        self.trainer_metrics = dsl.Artifact(uri=str(root / "trainer_metrics"))
+        for name, cls in (("model", dsl.Model), ("metrics", dsl.Metrics),
+                          ("mpijob", dsl.Artifact), ("trainer_metrics", dsl.Artifact)):
+            art = cls(uri=f"minio://mlpipeline/v2/artifacts/resnet/{RUN_ID}/{TASK}/{salt}/"
+                          f"{name}")
+            art.custom_path = str(root / name)
+            setattr(self, name, art)
+
+
+def job_name_of(out: Outputs) -> str:
+    """The job name the component derives for ``out``'s task execution."""
+    return names.job_name(RUN_ID, TASK, prefix="resnet", instance=out.model.uri)
 
 
 def run_component(out: Outputs, work_dir: Path | str, **kw) -> None:
@@ -198,7 +210,7 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
 
     # -- the MPIJob that was created (once), and what it asks for
     assert kube.count("POST", MPIJOBS) == 1
-    name = names.job_name(RUN_ID, TASK, prefix="resnet")
+    name = job_name_of(out)
     job = kube.get_object("mpijobs", NS, name)
     posted = next(r.body for r in kube.requests if r.method == "POST")
     assert posted["spec"] == job["spec"]
@@ -295,7 +307,7 @@ def test_cluster_mode_failure_carries_reason_and_last_log_lines(kube, data, tmp_
     assert "ResourceExhaustedError: OOM" in text and "step 10" not in text
     # the record of what was created is there (a retry re-attaches to it); no outputs
     rec = json.loads(Path(out.mpijob.path).read_text())
-    assert rec["name"] == names.job_name(RUN_ID, TASK, prefix="resnet")
+    assert rec["name"] == job_name_of(out)
     assert not Path(out.model.path).exists()
     assert not Path(out.trainer_metrics.path).exists()
     assert "img_per_sec_total" not in out.metrics.metadata
@@ -323,7 +335,8 @@ def test_retried_task_reattaches_to_the_running_mpijob(kube, data, tmp_path, ker
 
     t = threading.Thread(target=attempt1, daemon=True)
     t.start()
-    name = names.job_name(RUN_ID, TASK, prefix="resnet")
+    name = job_name_of(first)
+    assert job_name_of(second) == name  # a retry: same task execution, same output URIs
     end = time.monotonic() + 60
     while time.monotonic() < end and launcher.phase(
             kube.get_object("mpijobs", NS, name) or {}) != "Running":
@@ -404,7 +417,7 @@ def test_default_work_dir_is_a_per_job_directory_on_the_pvc(kube, data, tmp_path
 
     run_component(out, "", task_config=task_config(mount))
 
-    name = names.job_name(RUN_ID, TASK, prefix="resnet")
+    name = job_name_of(out)
     argv = launcher_argv(kube.get_object("mpijobs", NS, name))
     assert _flag(argv, "--output-dir") == str(mount / name)
     assert (mount / name / tj.DATA_FILE).is_file()
@@ -494,3 +507,44 @@ def test_worker_settings_without_task_config_refuses_a_silent_cpu_fallback():
     with pytest.raises(ValueError, match="task_config_passthroughs needs a KFP backend >= 2.15"):
         tj.worker_settings(None)
     assert tj.cpu_worker_settings()["gpu"] == "none"
+
+
+def test_parallel_for_iterations_get_their_own_mpijob(kube, data, tmp_path, keras_model):
+    """Issue 11 item 19: two iterations of a dsl.ParallelFor run the same task of the same
+    run; the driver gives each its own output URIs (another salt), so each gets its own
+    MPIJob, while a retry (same URIs, test_retried_task_reattaches_to_the_running_mpijob)
+    re-attaches."""
+    _, metrics_line = trainer_metrics_line(2 * 8)
+    made = []
+    for i, salt in enumerate(("it0-4c1d", "it1-9e2f")):
+        kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
+                                             step_s=0.01, model=keras_model)
+        out = Outputs(tmp_path / f"iteration{i}", tmp_path / "in", salt=salt)
+        run_component(out, tmp_path / "pvc" / f"work{i}")
+        made.append(json.loads(Path(out.mpijob.path).read_text())["name"])
+    assert made[0] != made[1] and made == [
+        job_name_of(Outputs(tmp_path, tmp_path, salt=s)) for s in ("it0-4c1d", "it1-9e2f")]
+    assert [r.status for r in kube.requests if r.method == "POST"] == [201, 201]
+    assert {k[2] for k in kube.objects if k[0] == "mpijobs"} == set(made)
+
+
+def test_run_policy_and_gang_scheduling_parameters_reach_the_mpijob(kube, data, tmp_path,
+                                                                    keras_model):
+    """Issue 11 item 10: the component's runPolicy / schedulingPolicy parameters."""
+    _, metrics_line = trainer_metrics_line(2 * 8)
+    kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
+                                         step_s=0.01, model=keras_model)
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+    run_component(out, tmp_path / "pvc" / "work", active_deadline_seconds=7200,
+                  backoff_limit=1, min_available=2, queue="gpu-queue",
+                  priority_class="training-high", schedule_timeout_seconds=120,
+                  pending_timeout_s=900)
+    posted = next(r.body for r in kube.requests if r.method == "POST")
+    assert posted["spec"]["runPolicy"] == {
+        "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 86400, "backoffLimit": 1,
+        "activeDeadlineSeconds": 7200, "schedulingPolicy": {
+            "minAvailable": 2, "queue": "gpu-queue", "priorityClass": "training-high",
+            "scheduleTimeoutSeconds": 120}}
+    assert tj.policy_settings() == {
+        "active_deadline_seconds": None, "backoff_limit": 0, "min_available": None,
+        "queue": "", "priority_class": "", "schedule_timeout_seconds": None}

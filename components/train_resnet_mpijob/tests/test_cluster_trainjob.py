@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kfp_gpu.mpi import names, trainjob
+from kfp_gpu.mpi import trainjob
 from kfp_gpu.training import horovod_config, horovod_runtime
 from tests import upstream_crds
 from tests.doubles.k8s_api import FakeKube, ScriptedController
@@ -22,8 +22,6 @@ from . import test_cluster_mode as rc
 from .test_cluster_mode import (
     CLAIM,
     NS,
-    RUN_ID,
-    TASK,
     TASK_CONFIG,
     Outputs,
     _flag,
@@ -65,7 +63,7 @@ def test_trainjob_backend_end_to_end(kube, data, tmp_path, keras_model):
     run_component(out, work, backend="trainjob")
 
     assert kube.count("POST", "/trainjobs") == 1 and kube.count("POST", "/mpijobs") == 0
-    name = names.job_name(RUN_ID, TASK, prefix="resnet")
+    name = rc.job_name_of(out)
     job = kube.get_object("trainjobs", NS, name)
     posted = next(r.body for r in kube.requests if r.method == "POST")
     upstream_crds.validate(posted)
