@@ -98,9 +98,14 @@ class Chain:
         self.task = kfp_pod.prepare(COMPONENT, args, task_root, task_config)
         mounts = [Mount(MOUNT, str(self.work), type="bind"),
                   Mount(INPUTS, str(datasets), type="bind", read_only=True)]
+        # the pod identity the KFP backend puts on the executor container (fieldRefs,
+        # kubeflow/pipelines backend/src/v2/compiler/argocompiler/common.go commonEnvs)
+        self.pod = {"KFP_POD_NAME": f"chain-{uuid.uuid4().hex[:6]}-driver-main",
+                    "KFP_POD_UID": str(uuid.uuid4())}
         self.container = kfp_pod.start(
             self.client, self.task, sa_folder=self.sa, api_host=self.gateway,
             api_port=self.kube.port, network=self.network.name, mounts=mounts,
+            environment=self.pod,
             labels={LABEL: getattr(self.client, "kfp_gpu_session", "manual")})
         return self.container
 
@@ -140,6 +145,10 @@ def test_component_in_its_image_runs_the_mpijob_to_success(chain, datasets):
     assert [r.path for r in posts] == [f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"]
     # (the kubernetes client writes the scheme as "bearer"; HTTP auth schemes are
     # case-insensitive, RFC 9110 11.1)
+    # the MPIJob is owned by the component's pod: garbage collection removes it with the pod
+    owners = posts[0].body["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [
+        ("Pod", chain.pod["KFP_POD_NAME"], chain.pod["KFP_POD_UID"])]
     assert {r.authorization.lower() for r in chain.kube.requests} == {
         f"bearer {chain.token}"}
     # the runner moved its status: Created -> Running -> Succeeded, and the component saw it
