@@ -584,6 +584,54 @@ def test_the_job_names_the_component_pod_as_owner(kube, tmp_path, with_uid):
     assert kube.count("GET", f"/pods/{COMPONENT_POD}") == (0 if with_uid else 1)
 
 
+def _attempt_pods(kube) -> tuple:
+    from kfp_gpu.mpi import owner
+
+    pods = []
+    for name in (COMPONENT_POD, COMPONENT_POD + "-retry"):
+        kube.create_pod("ml", name, {"app": "kfp"}, container="main")
+        pods.append(owner.OwnerPod("ml", name, kube.pod_uid("ml", name)))
+    return tuple(pods)
+
+
+def test_a_retry_takes_over_the_owner_reference(kube, tmp_path):
+    """A retry is a new pod: after re-attaching it makes itself the job's owner, so that
+    deleting the first attempt's pod cannot garbage-collect the job it follows."""
+    first, retry = _attempt_pods(kube)
+    kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
+    record = tmp_path / "rec.json"
+    launcher.Launcher(kube.api_client(), backoff=FAST, owner_pod=first).create_or_attach(
+        make_job(), record)
+    stored = kube.get_object("mpijobs", "ml", "resnet-test-1")
+    assert [r["uid"] for r in stored["metadata"]["ownerReferences"]] == [first.uid]
+    result, _ = run(kube, make_job(), record, owner_pod=retry)
+    assert result.reattached and result.status == "Succeeded"
+    patches = [r for r in kube.requests if r.method == "PATCH" and MPIJOBS in r.path]
+    assert [r.body for r in patches] == [{"metadata": {"ownerReferences": [retry.reference()]}}]
+    stored = kube.get_object("mpijobs", "ml", "resnet-test-1")
+    assert stored["metadata"]["ownerReferences"] == [retry.reference()]
+    # the same pod re-attaching again (a resumed launcher) changes nothing
+    run(kube, make_job(), record, owner_pod=retry)
+    assert kube.count("PATCH", MPIJOBS) == 1
+
+
+def test_owner_hand_over_without_patch_permission_is_logged_not_fatal(kube, tmp_path,
+                                                                      caplog):
+    first, retry = _attempt_pods(kube)
+    kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
+    record = tmp_path / "rec.json"
+    launcher.Launcher(kube.api_client(), backoff=FAST, owner_pod=first).create_or_attach(
+        make_job(), record)
+    kube.fail_next(5, 403, method="PATCH")
+    with caplog.at_level("WARNING", logger="kfp_gpu.mpi.launcher"):
+        result, _ = run(kube, make_job(), record, owner_pod=retry)
+    assert result.reattached and result.status == "Succeeded"
+    assert kube.count("PATCH", MPIJOBS) == 1  # 403 is not retried
+    stored = kube.get_object("mpijobs", "ml", "resnet-test-1")
+    assert [r["uid"] for r in stored["metadata"]["ownerReferences"]] == [first.uid]
+    assert any("garbage collection deletes the job" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize("pod", [
     None,                                        # no pod info
     ("ml", "gone-pod", ""),                      # the pod cannot be read: 404

@@ -37,8 +37,9 @@ CRD_SCHEMAS = {
     ("kubeflow.org/v2beta1", "MPIJob"): "mpijob-v2beta1.schema.json",
 }
 LAUNCHER_RULES = {
-    ("kubeflow.org", "mpijobs"): {"create", "get", "list", "watch", "delete"},
-    ("trainer.kubeflow.org", "trainjobs"): {"create", "get", "list", "watch", "delete"},
+    ("kubeflow.org", "mpijobs"): {"create", "get", "list", "watch", "delete", "patch"},
+    ("trainer.kubeflow.org", "trainjobs"): {"create", "get", "list", "watch", "delete",
+                                            "patch"},
     ("", "pods"): {"get", "list"},  # issue 11 item 19: no verb nothing uses
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},

@@ -103,6 +103,18 @@ class MPIJobClient:
             if e.status != 404:
                 raise
 
+    def set_owner_references(self, namespace: str, name: str, refs: list[dict]) -> dict:
+        """Replace ``metadata.ownerReferences`` (a JSON merge patch, RFC 7386: a list is
+        replaced whole; ``patch_namespaced_custom_object`` sends
+        ``application/merge-patch+json``); returns the patched object. Needs ``patch``.
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: 403 without ``patch``, 404 ...
+        """
+        return self._call(f"patch {self.kind}", self.custom.patch_namespaced_custom_object,
+                          *self._res, namespace, self.backend.plural, name,
+                          {"metadata": {"ownerReferences": refs}})
+
     def list_one(self, namespace: str, name: str) -> tuple[dict | None, str]:
         """``(the MPIJob or None, the list's resourceVersion)`` -- where a WATCH starts."""
         out = self._call(f"list {self.backend.plural}", self.custom.list_namespaced_custom_object,

@@ -43,7 +43,7 @@ command.
 
 RBAC the launcher's service account needs in the namespace (see docs/distributed.md):
 ``mpijobs.kubeflow.org`` (or ``trainjobs.trainer.kubeflow.org``): create, get, list, watch,
-delete; ``pods``: get, list (the launcher pod's log, the pending diagnosis, the owner's uid);
+delete, patch (a retry takes over the owner reference); ``pods``: get, list (the launcher pod's log, the pending diagnosis, the owner's uid);
 ``pods/log``: get; ``events``: list.
 """
 
@@ -130,14 +130,36 @@ class Launcher:
             self.backend = backend
             self.jobs = MPIJobClient(self.jobs.api_client, self.jobs.backoff, self.jobs.sleep,
                                      backend)
-        job = owner.with_owner(job, owner.resolve(self.jobs.core, self.owner_pod))
+        pod = owner.resolve(self.jobs.core, self.owner_pod)
+        job = owner.with_owner(job, pod)
         obj, reattached = attach.create_or_attach(
             self.jobs, job, record_path, replace_timeout_s=self.replace_timeout_s,
             poll_s=self.log_poll_s)
+        if reattached:
+            obj = self._take_ownership(obj, pod)
         meta = obj.get("metadata") or {}
         self.namespace = meta.get("namespace") or self.namespace
         self.name = meta.get("name") or self.name
         return obj, reattached
+
+    def _take_ownership(self, obj: dict, pod: owner.OwnerPod | None) -> dict:
+        """Make this attempt's pod the owner of a re-attached job
+        (:func:`kfp_gpu.mpi.owner.handed_over`); a failed PATCH (e.g. 403: no ``patch`` in
+        the Role) is logged and the job followed as it is."""
+        refs = owner.handed_over(obj, pod)
+        if refs is None:
+            return obj
+        meta = obj.get("metadata") or {}
+        try:
+            obj = self.jobs.set_owner_references(meta.get("namespace"), meta.get("name"), refs)
+            log.info("%s %s/%s is now owned by pod %s", self.jobs.kind, meta.get("namespace"),
+                     meta.get("name"), pod.name)
+        except Exception as e:  # noqa: BLE001 - the owner is a backstop, never a failure
+            log.warning("could not make pod %s the owner of %s %s (%s): if the earlier "
+                        "attempt's pod is deleted, garbage collection deletes the job",
+                        pod.name, self.jobs.kind, meta.get("name"),
+                        getattr(e, "status", "") or e)
+        return obj
 
     def start_logs(self) -> None:
         """Follow the launcher pod's log (:class:`kfp_gpu.mpi.logs.LauncherLogs`)."""

@@ -99,3 +99,24 @@ def with_owner(job: Mapping, pod: OwnerPod | None) -> dict:
     refs = [r for r in meta.get("ownerReferences") or [] if r.get("uid") != pod.uid]
     meta["ownerReferences"] = [*refs, pod.reference()]
     return out
+
+
+def handed_over(obj: Mapping, pod: OwnerPod | None) -> list[dict] | None:
+    """The ``ownerReferences`` a re-attached job ``obj`` should carry so that ``pod`` (this
+    attempt's pod) owns it instead of an earlier attempt's pod, or None when nothing is to
+    change (no pod/uid, another namespace, or ``pod`` already an owner).
+
+    Why: a KFP retry is a new pod that re-attaches to the job the first attempt created,
+    whose owner is the first attempt's pod; when that pod is deleted (pod GC, a lost node's
+    pod force-deleted) garbage collection would delete the job the retry is following.
+    Other owners (not ``Pod``) are kept.
+    """
+    if pod is None or not pod.uid:
+        return None
+    meta = obj.get("metadata") or {}
+    if (meta.get("namespace") or "default") != pod.namespace:
+        return None
+    refs = list(meta.get("ownerReferences") or [])
+    if any(r.get("uid") == pod.uid for r in refs):
+        return None
+    return [*(r for r in refs if r.get("kind") != "Pod"), pod.reference()]

@@ -27,6 +27,8 @@ changes"):
   is recorded; ``Foreground`` first marks the object (``deletionTimestamp``, finalizer
   ``foregroundDeletion``, a ``MODIFIED`` event), deletes its dependents (the launcher pod),
   then the object (``DELETED``).
+- ``PATCH .../mpijobs/<name>`` (``application/merge-patch+json``): merged into the object
+  (``status`` ignored), a ``MODIFIED`` event.
 - ``GET /api/v1/namespaces/<ns>/pods`` with ``labelSelector``; ``GET .../pods/<name>``;
   ``GET .../pods/<name>/log`` (``tailLines``; ``timestamps=true`` prefixes each line with
   its RFC 3339 nanosecond stamp and a space; ``follow=true`` streams lines as the scripted
@@ -607,7 +609,32 @@ class _Handler(JsonHandler):
             return code
         if method in ("PUT", "PATCH") and sub == "status":
             return self._write_status(plural, ns, name, method, body)
+        if method == "PATCH" and name and not sub:
+            return self._patch(plural, ns, name, body)
         return self._fail(405, "MethodNotAllowed", method)
+
+    def _patch(self, plural: str, ns: str, name: str, body) -> int:
+        """``PATCH`` (JSON merge patch, RFC 7386) of the object; with a status subresource
+        ``status`` in the patch is ignored, as the API server does."""
+        if "merge-patch" not in (self.headers.get("Content-Type") or ""):
+            return self._fail(415, "UnsupportedMediaType",
+                              "only application/merge-patch+json is served")
+        kube = self.kube
+        with kube._lock:
+            obj = kube.objects.get((plural, ns, name))
+            if obj is None:
+                return self._fail(404, "NotFound", f'{plural} "{name}" not found')
+            patch = {k: v for k, v in (body or {}).items() if k != "status"}
+            new = _merge_patch(obj, patch)
+            new["status"] = obj.get("status")
+            if new.get("status") is None:
+                new.pop("status", None)
+            obj.clear()
+            obj.update(new)
+            kube._record("MODIFIED", plural, obj)
+            out = copy.deepcopy(obj)
+        self.send_json(200, out)
+        return 200
 
     def _write_status(self, plural: str, ns: str, name: str, method: str, body) -> int:
         """``PUT`` (replace) or ``PATCH`` (JSON merge patch, RFC 7386) of ``.status`` only;

@@ -13,9 +13,10 @@ from kfp_gpu.mpi import crd, trainjob
 
 #: (apiGroup, resource[/subresource], verb) the launcher needs: manifests/rbac/role.yaml.
 LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
-    *((crd.GROUP, crd.PLURAL, verb) for verb in ("create", "delete", "get", "list", "watch")),
+    *((crd.GROUP, crd.PLURAL, verb)
+      for verb in ("create", "delete", "get", "list", "patch", "watch")),
     *((trainjob.GROUP, trainjob.PLURAL, verb)
-      for verb in ("create", "delete", "get", "list", "watch")),
+      for verb in ("create", "delete", "get", "list", "patch", "watch")),
     ("", "pods", "get"), ("", "pods", "list"),
     ("", "pods/log", "get"),
     ("", "events", "list"),
