@@ -17,7 +17,7 @@ measured in docs/benchmarks.md (IMDB LSTM, CPU):
   (no FMA), about 2x slower than on an AVX-512 Xeon.
 - Keras' own LSTM loop: the fused CPU LSTM kernel (cpu_lstm.py) is opt-in
   (``KFP_GPU_FUSED_LSTM=1``, installed for ``model.fit`` only when no GPU is visible). On a
-  quiet machine it measured the same speed as Keras' loop with oneDNN on (docs/benchmarks.md,
+  quiet machine it measured within 5% of Keras' loop with oneDNN on (docs/benchmarks.md,
   2026-11-23: 22.6 vs 22.2 s/epoch), so the library's code path is the default.
 XLA (``jit_compile=True``) was measured slower on CPU and is not used.
 """
