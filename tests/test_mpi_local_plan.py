@@ -18,14 +18,16 @@ from kfp_gpu.mpi.options import MPIJobOptions
 PROGRAM = ("kfp-gpu", "train-resnet", "--mode", "train")
 
 
-def built(**kw) -> dict:
-    opts = {"name": "resnet-ab12", "namespace": "ml", "image": "reg.test/horovod:1",
+#: The options the planner tests build from (also tests/test_mpi_local_plan_trainjob.py).
+SETTINGS = {"name": "resnet-ab12", "namespace": "ml", "image": "reg.test/horovod:1",
             "program": PROGRAM, "workers": 3, "gpu": "gpu:2", "rdma": True, "shm_size": "2Gi",
             "fs_group": 1000,
             "volumes": (volumes.PvcMount("shared", "/mnt/shared"),
                         volumes.PvcMount("data", "/data", read_only=True, sub_path="fm"))}
-    opts.update(kw)
-    return mpijob.build(MPIJobOptions.from_settings(**opts))
+
+
+def built(**kw) -> dict:
+    return mpijob.build(MPIJobOptions.from_settings(**{**SETTINGS, **kw}))
 
 
 def test_plan_of_the_builders_mpijob():

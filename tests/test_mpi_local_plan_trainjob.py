@@ -25,14 +25,12 @@ from kfp_gpu.mpi import (
     local_workspace,
     mpijob,
     trainjob,
-    volumes,
 )
 from kfp_gpu.mpi import local_plan_trainjob as lpt
 from kfp_gpu.mpi import strategic_merge as smp
 from kfp_gpu.mpi.local_spec import Mount
 from kfp_gpu.mpi.options import MPIJobOptions
-
-PROGRAM = ("kfp-gpu", "train-resnet", "--mode", "train")
+from tests.test_mpi_local_plan import PROGRAM, SETTINGS
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +39,7 @@ def runtime() -> dict:
 
 
 def built(**kw) -> dict:
-    opts = {"name": "tj-ab12", "namespace": "ml", "image": "reg.test/horovod:1",
-            "program": PROGRAM, "workers": 3, "gpu": "gpu:2", "rdma": True, "shm_size": "2Gi",
-            "fs_group": 1000,
-            "volumes": (volumes.PvcMount("shared", "/mnt/shared"),
-                        volumes.PvcMount("data", "/data", read_only=True, sub_path="fm"))}
-    opts.update(kw)
-    return trainjob.build(MPIJobOptions.from_settings(**opts))
+    return trainjob.build(MPIJobOptions.from_settings(**{**SETTINGS, "name": "tj-ab12", **kw}))
 
 
 def _rjob(runtime: dict, name: str) -> dict:

@@ -37,15 +37,10 @@ class ComponentTask:
     argv: list[str]
     task_root: Path
     executor_input: dict
-    proto: object = dataclasses.field(repr=False)  # pipeline_spec_pb2.ExecutorInput
-    spec: object = dataclasses.field(repr=False)  # pipeline_spec_pb2.ComponentSpec
 
-    def outputs(self) -> dict:
-        """The task's outputs as kfp.local reads them (``executor_output.json``)."""
-        from kfp.local import executor_output_utils
-
-        return executor_output_utils.get_outputs_for_task(
-            executor_input=self.proto, component_spec=self.spec)
+    def output_uri(self, name: str) -> Path:
+        """Where output artifact ``name`` goes (its URI in the executor input)."""
+        return Path(self.executor_input["outputs"]["artifacts"][name]["artifacts"][0]["uri"])
 
 
 def prepare(component_yaml: Path, arguments: dict, task_root: Path,
@@ -79,8 +74,7 @@ def prepare(component_yaml: Path, arguments: dict, task_root: Path,
         executor_input_dict=as_dict, pipeline_resource_name="chain",
         task_resource_name=name, pipeline_root=str(task_root.parent),
         unique_pipeline_id="chain")
-    return ComponentTask(image or executor.container.image, argv, task_root, as_dict, proto,
-                         component_spec)
+    return ComponentTask(image or executor.container.image, argv, task_root, as_dict)
 
 
 def service_account(folder: Path, token: str, ca_file: Path, namespace: str) -> Path:

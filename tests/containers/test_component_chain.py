@@ -138,8 +138,7 @@ def test_component_in_its_image_runs_the_mpijob_to_success(chain, datasets):
     code = container.wait(timeout=600)["StatusCode"]
     out = _logs(container)
     assert code == 0, out[-4000:]
-    name = json.loads(Path(chain.task.executor_input["outputs"]["artifacts"]["mpijob"][
-        "artifacts"][0]["uri"]).read_text())["name"]
+    name = json.loads(chain.task.output_uri("mpijob").read_text())["name"]
     # the MPIJob was created in the service account's namespace, through the double
     posts = [r for r in chain.kube.requests if r.method == "POST" and "/mpijobs" in r.path]
     assert [r.path for r in posts] == [f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"]
@@ -172,9 +171,7 @@ def test_component_in_its_image_runs_the_mpijob_to_success(chain, datasets):
     outputs = kfp_pod.executor_output(chain.task)
     scalars = outputs["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     assert scalars["world_size"] == 2 and scalars["weights_identical"] == 1
-    model = Path(chain.task.executor_input["outputs"]["artifacts"]["model"]["artifacts"][0][
-        "uri"])
-    assert (model / "model.keras").stat().st_size > 10_000
+    assert (chain.task.output_uri("model") / "model.keras").stat().st_size > 10_000
 
 
 def _running_with_output(kube, name: str) -> bool:

@@ -13,14 +13,12 @@ network and workspace are shown gone afterwards.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
-from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
-from kfp_gpu.mpi import local_runner, mpijob, network, ssh, volumes
+from kfp_gpu.mpi import local_runner, mpijob, ssh, volumes
 from kfp_gpu.mpi.options import MPIJobOptions
 from tests.containers import local_jobs
 from tests.containers.local_jobs import assert_gone
@@ -165,43 +163,15 @@ def test_launcher_failures_up_to_the_backoff_limit(docker_engine, horovod_image)
 
 def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, horovod_image,
                                                               shared_data, tmp_path):
-    data = shared_data / "fashion-mnist"
-    if not data.is_dir():
-        pytest.fail(f"{data} not found: set KFP_GPU_DATA_DIR")
-    work = tmp_path / "work"
-    work.mkdir()
-    os.chown(work, UID, UID)  # what fsGroup does to a real PVC; bind mounts keep owners
-    args = tj.trainer_args(
-        "/data/fashion-mnist", "", "/work/run", epochs=1, batch_size=32, steps_per_epoch=6,
-        learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
-        width=8, mixed_precision=False, xla=False, seed=7)
-    settings = {**tj.cpu_worker_settings(),
-                "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
-                            volumes.PvcMount("work", "/work"))}
-    opts = tj.job_options(
-        name="lmpi-resnet", namespace="ci", image=horovod_image, args=args, workers=2,
-        settings=settings, rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A,
-        multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
-        shm_size="512Mi", run_id="local", task_name="train")
-    job = mpijob.build(opts)
-    _, sampler, runner = run_job(docker_engine, job,
-                                 pvc_dirs={"fashion": str(data.parent), "work": str(work)})
+    pvc_dirs = local_jobs.resnet_pvc_dirs(shared_data, tmp_path)
+    job = mpijob.build(local_jobs.resnet_options("lmpi-resnet", horovod_image))
+    _, sampler, runner = run_job(docker_engine, job, pvc_dirs=pvc_dirs)
     workspace = runner.workspace
     try:
         assert sampler.conditions == ["Created", "Running", "Succeeded"], runner.logs()[-3000:]
-        m = json.loads((work / "run" / "metrics.json").read_text())
-        ranks = m["ranks"]
-        assert m["world_size"] == 2 and [r["rank"] for r in ranks] == [0, 1]
+        ranks = local_jobs.check_resnet_run(Path(pvc_dirs["work"]), sampler,
+                                            {"lmpi-resnet-worker-0", "lmpi-resnet-worker-1"})
         assert [r["host"] for r in ranks] == ["lmpi-resnet-worker-0", "lmpi-resnet-worker-1"]
-        assert ranks[0]["first_batch_sha256"] != ranks[1]["first_batch_sha256"]
-        assert ranks[0]["trainable_checksum"] == ranks[1]["trainable_checksum"]
-        assert m["weights_identical"] is True and m["weights_sum_spread"] == 0.0
-        assert all(r["steps_run"] == 6 for r in ranks) and m["test_rows"] == 10000
-        model = work / "run" / "model" / "model.keras"
-        assert model.stat().st_uid == UID and (work / "run" / "metrics.json").stat().st_uid == UID
-        pythons = {(name, uid) for name, uid, args in sampler.procs if "train-resnet" in args}
-        assert {n for n, _ in pythons} >= {"lmpi-resnet-worker-0", "lmpi-resnet-worker-1"}
-        assert {uid for _, uid, _ in sampler.procs} == {UID}
     finally:
         assert_gone(docker_engine, runner, workspace)
 

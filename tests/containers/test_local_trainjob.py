@@ -12,16 +12,15 @@ checksums, ``docker top`` uids, TrainJob conditions with their reasons and messa
 from __future__ import annotations
 
 import copy
-import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
-from kfp_gpu.mpi import local_cli, local_runner, network, ssh, trainjob, volumes
+from kfp_gpu.mpi import local_cli, local_runner, ssh, trainjob
 from kfp_gpu.mpi.options import MPIJobOptions
 from tests.containers import local_jobs
 from tests.containers.local_jobs import assert_gone
@@ -59,30 +58,12 @@ def _node_command(runtime: dict, command: list[str]) -> dict:
 
 def test_resnet_on_fashion_mnist_two_nodes_identical_weights(docker_engine, horovod_image,
                                                              runtime, shared_data, tmp_path):
-    data = shared_data / "fashion-mnist"
-    if not data.is_dir():
-        pytest.fail(f"{data} not found: set KFP_GPU_DATA_DIR")
-    work = tmp_path / "work"
-    work.mkdir()
-    os.chown(work, UID, UID)  # what fsGroup does to a real PVC; bind mounts keep owners
-    args = tj.trainer_args(
-        "/data/fashion-mnist", "", "/work/run", epochs=1, batch_size=32, steps_per_epoch=6,
-        learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
-        width=8, mixed_precision=False, xla=False, seed=7)
-    settings = {**tj.cpu_worker_settings(),
-                "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
-                            volumes.PvcMount("work", "/work"))}
-    opts = tj.job_options(
-        name="ltj-resnet", namespace="ci", image=horovod_image, args=args, workers=2,
-        settings=settings, rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A,
-        multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
-        shm_size="512Mi", run_id="local", task_name="train")
-    job = trainjob.build(opts)
+    pvc_dirs = local_jobs.resnet_pvc_dirs(shared_data, tmp_path)
+    job = trainjob.build(local_jobs.resnet_options("ltj-resnet", horovod_image))
     assert job["spec"]["trainer"]["numNodes"] == 2 and job["spec"]["trainer"][
         "numProcPerNode"] == 1
-    status, sampler, runner = run_job(
-        docker_engine, job, runtime, horovod_image,
-        pvc_dirs={"fashion": str(data.parent), "work": str(work)})
+    status, sampler, runner = run_job(docker_engine, job, runtime, horovod_image,
+                                      pvc_dirs=pvc_dirs)
     workspace = runner.workspace
     try:
         assert sampler.conditions == ["Complete"], runner.logs()[-3000:]
@@ -91,30 +72,11 @@ def test_resnet_on_fashion_mnist_two_nodes_identical_weights(docker_engine, horo
             "AllJobsCompleted", "jobset completed successfully")
         launcher = {j["name"]: j for j in status["jobsStatus"]}["launcher"]
         assert launcher["succeeded"] == 1 and launcher["failed"] == 0
-        m = json.loads((work / "run" / "metrics.json").read_text())
-        ranks = m["ranks"]
-        assert m["world_size"] == 2 and [r["rank"] for r in ranks] == [0, 1]
         # one rank on the node pod, one on the launcher pod (runLauncherAsNode)
-        assert sorted(r["host"] for r in ranks) == ["ltj-resnet-launcher-0-0",
-                                                    "ltj-resnet-node-0-0"]
-        assert ranks[0]["first_batch_sha256"] != ranks[1]["first_batch_sha256"]
-        assert ranks[0]["trainable_checksum"] == ranks[1]["trainable_checksum"]
-        assert m["weights_identical"] is True and m["weights_sum_spread"] == 0.0
-        assert all(r["steps_run"] == 6 for r in ranks) and m["test_rows"] == 10000
-        model = work / "run" / "model" / "model.keras"
-        assert model.stat().st_uid == UID and (work / "run" / "metrics.json").stat().st_uid == UID
-        pythons = {name for name, _, args in sampler.procs if "train-resnet" in args}
-        assert pythons >= {"ltj-resnet-node-0-0", "ltj-resnet-launcher-0-0"}
+        local_jobs.check_resnet_run(Path(pvc_dirs["work"]), sampler,
+                                    {"ltj-resnet-launcher-0-0", "ltj-resnet-node-0-0"})
         assert any("sshd" in args and name == "ltj-resnet-node-0-0"
                    for name, _, args in sampler.procs)
-        assert {uid for _, uid, _ in sampler.procs} == {UID}
-        la = docker_engine.containers.get("ltj-resnet-launcher-0-0")
-        assert la.attrs["Config"]["User"] == f"{UID}:{UID}"
-        env = dict(e.split("=", 1) for e in la.attrs["Config"]["Env"])
-        assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
-        assert env["OMPI_MCA_orte_set_default_slots"] == "1"
-        # a finished JobSet deletes its active Jobs: node pods gone, the launcher kept
-        assert [c.name for c in runner.containers()] == ["ltj-resnet-launcher-0-0"]
     finally:
         assert_gone(docker_engine, runner, workspace)
 

@@ -149,6 +149,7 @@ class FakeKube:
         self._faults: list[_Fault] = []
         self.controller: ScriptedController | None = ScriptedController()
         self._server: LoopbackServer | None = None
+        self.ca_file: str | None = None  # the CA api_client() trusts when serving HTTPS
         self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -184,7 +185,7 @@ class FakeKube:
 
         cfg = client.Configuration()
         cfg.host = self.host
-        if getattr(self, "ca_file", None):
+        if self.ca_file:
             cfg.ssl_ca_cert = self.ca_file
         return client.ApiClient(cfg)
 
@@ -616,7 +617,33 @@ class _Handler(JsonHandler):
     def _patch(self, plural: str, ns: str, name: str, body) -> int:
         """``PATCH`` (JSON merge patch, RFC 7386) of the object; with a status subresource
         ``status`` in the patch is ignored, as the API server does."""
-        if "merge-patch" not in (self.headers.get("Content-Type") or ""):
+        patch = {k: v for k, v in (body or {}).items() if k != "status"}
+
+        def change(obj: dict) -> None:
+            new = _merge_patch(obj, patch)
+            if "status" in obj:
+                new["status"] = obj["status"]
+            obj.clear()
+            obj.update(new)
+
+        return self._modify(plural, ns, name, "PATCH", change)
+
+    def _write_status(self, plural: str, ns: str, name: str, method: str, body) -> int:
+        """``PUT`` (replace) or ``PATCH`` (JSON merge patch, RFC 7386) of ``.status`` only;
+        everything else in the body is ignored, as with a status subresource."""
+        new = (body or {}).get("status") or {}
+
+        def change(obj: dict) -> None:
+            obj["status"] = (copy.deepcopy(new) if method == "PUT"
+                             else _merge_patch(obj.get("status") or {}, new))
+
+        return self._modify(plural, ns, name, method, change)
+
+    def _modify(self, plural: str, ns: str, name: str, method: str, change) -> int:
+        """Apply ``change(obj)`` to the stored object under the lock, record ``MODIFIED``
+        and answer 200 with it; 404 when absent, 415 for a PATCH that is not a merge patch
+        (the only patch type served)."""
+        if method == "PATCH" and "merge-patch" not in (self.headers.get("Content-Type") or ""):
             return self._fail(415, "UnsupportedMediaType",
                               "only application/merge-patch+json is served")
         kube = self.kube
@@ -624,32 +651,7 @@ class _Handler(JsonHandler):
             obj = kube.objects.get((plural, ns, name))
             if obj is None:
                 return self._fail(404, "NotFound", f'{plural} "{name}" not found')
-            patch = {k: v for k, v in (body or {}).items() if k != "status"}
-            new = _merge_patch(obj, patch)
-            new["status"] = obj.get("status")
-            if new.get("status") is None:
-                new.pop("status", None)
-            obj.clear()
-            obj.update(new)
-            kube._record("MODIFIED", plural, obj)
-            out = copy.deepcopy(obj)
-        self.send_json(200, out)
-        return 200
-
-    def _write_status(self, plural: str, ns: str, name: str, method: str, body) -> int:
-        """``PUT`` (replace) or ``PATCH`` (JSON merge patch, RFC 7386) of ``.status`` only;
-        everything else in the body is ignored, as with a status subresource."""
-        if method == "PATCH" and "merge-patch" not in (self.headers.get("Content-Type") or ""):
-            return self._fail(415, "UnsupportedMediaType",
-                              "only application/merge-patch+json is served for status")
-        kube = self.kube
-        with kube._lock:
-            obj = kube.objects.get((plural, ns, name))
-            if obj is None:
-                return self._fail(404, "NotFound", f'{plural} "{name}" not found')
-            new = (body or {}).get("status") or {}
-            obj["status"] = (copy.deepcopy(new) if method == "PUT"
-                             else _merge_patch(obj.get("status") or {}, new))
+            change(obj)
             kube._record("MODIFIED", plural, obj)
             out = copy.deepcopy(obj)
         self.send_json(200, out)
