@@ -80,21 +80,22 @@ class RunnerController:
         runner = self.runners.get((ns, name))
         if runner is None:
             return
-        for container in runner.containers("launcher"):
+        launchers = runner.containers("launcher")  # one look at the engine per update
+        for container in launchers:
             if kube.get_object("pods", ns, container.name) is None:
                 self._launcher_pod(kube, ns, name, container)
-        launcher = status.get("replicaStatuses", {}).get("Launcher", {})
         finished = [c["type"] for c in status.get("conditions", [])
                     if c["type"] in ("Succeeded", "Failed") and c["status"] == "True"]
         if finished:
-            for container in runner.containers("launcher"):
-                # the log follower stops at a terminal phase: copy the last lines first
-                self._pumped.get(container.name, threading.Event()).wait(10)
-                kube.set_pod_phase(ns, container.name,
-                                   "Succeeded" if finished[0] == "Succeeded" else "Failed")
-        elif launcher.get("active"):
-            for container in runner.containers("launcher"):
-                kube.set_pod_phase(ns, container.name, "Running")
+            phase = "Succeeded" if finished[0] == "Succeeded" else "Failed"
+        elif status.get("replicaStatuses", {}).get("Launcher", {}).get("active"):
+            phase = "Running"
+        else:
+            return
+        for container in launchers:
+            if finished:  # the log follower stops at a terminal phase: copy the last lines
+                self._pumped[container.name].wait(10)
+            kube.set_pod_phase(ns, container.name, phase)
 
     def _launcher_pod(self, kube, ns: str, name: str, container) -> None:
         kube.create_pod(ns, container.name, {local_runner.JOB_NAME_LABEL: name,
