@@ -50,9 +50,11 @@ def test_plan_of_the_builders_mpijob():
     assert w0.entrypoint == tuple(ssh.DEFAULT_WORKER_COMMAND) and w0.command is None
     tmpl = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert p.launcher.entrypoint == tuple(tmpl["command"])
-    assert w0.security == lp.Security(user="1000:1000", group_add=("1000",),
-                                      cap_add=("IPC_LOCK",))
+    # non-root Workers get no IPC_LOCK (mpijob.worker_may_run_as_root); root ones do
+    assert w0.security == lp.Security(user="1000:1000", group_add=("1000",), cap_add=())
     assert p.launcher.security.user == "1000:1000" and p.launcher.security.cap_add == ()
+    root = lp.plan(built(run_as_user=0, run_as_group=0, fs_group=None)).workers[0]
+    assert root.security.cap_add == ("IPC_LOCK",) and root.security.user == "0:0"
     assert w0.shm_size == 2 * 2**30
     assert p.ssh_mount_path == "/home/mpiuser/.ssh" and p.ssh_key_mode == 0o644
 

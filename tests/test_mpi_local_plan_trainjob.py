@@ -70,9 +70,9 @@ def test_plan_of_the_builders_trainjob(runtime):
     assert w0.entrypoint == tuple(node_c["command"]) and w0.command == tuple(node_c["args"])
     assert w0.image == node_c["image"] and la.image == "reg.test/horovod:1"
     assert la.entrypoint == tuple(job["spec"]["trainer"]["command"]) and la.command is None
-    # pod securityContext of the runtime, IPC_LOCK from the RDMA patch
+    # pod securityContext of the runtime; no IPC_LOCK for its uid 1000 (trainjob.py)
     assert w0.security.user == "1000:1000" and w0.security.group_add == ("1000",)
-    assert w0.security.cap_add == ("IPC_LOCK",) and la.security.cap_add == ("IPC_LOCK",)
+    assert w0.security.cap_add == () and la.security.cap_add == ()
     assert w0.shm_size == la.shm_size == 2 * 2**30  # dshm sizeLimit from the patch
     pvcs = (Mount("pvc", "shared", "/mnt/shared"), Mount("pvc", "data", "/data", True, "fm"))
     ssh_mount = Mount("ssh", "ssh", "/home/mpiuser/.ssh", True)

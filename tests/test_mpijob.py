@@ -126,7 +126,9 @@ def test_every_request_kind_validates(kind, rdma):
     caps = container.get("securityContext", {}).get("capabilities", {}).get("add", [])
     if rdma:
         assert res["limits"][network.RDMA_SHARED_DEVICE_A] == "1"
-        assert caps == ["IPC_LOCK"]
+        # the default Workers run as uid 1000: IPC_LOCK would lift nothing for them and
+        # only make Pod Security baseline reject the pod
+        assert caps == []
         assert env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and env["NCCL_NET_GDR_LEVEL"] == "PHB"
         assert meta["annotations"][network.MULTUS_ANNOTATION] == "rdma-net"
         assert "NCCL_IB_DISABLE" not in env
@@ -541,3 +543,19 @@ def test_scheduling_policy_reaches_run_policy_and_validates():
 def test_bad_scheduling_policy_is_refused(change, accepted):
     with pytest.raises(ValueError, match=re.escape(accepted)):
         mpijob.build(options(**change))
+
+
+@pytest.mark.parametrize("run_as_user, ipc_lock", [(1000, False), (0, True), (None, True)])
+def test_ipc_lock_only_where_a_root_worker_can_use_it(run_as_user, ipc_lock):
+    """With RDMA, IPC_LOCK goes to Workers that may run as root (uid 0, or unset: the
+    image decides); Kubernetes sets no ambient capabilities, so a non-root rank never
+    holds it, and Pod Security baseline would reject the pod for nothing."""
+    for rdma in (True, False):
+        job = mpijob.build(options(gpu="gpu:1", rdma=rdma, run_as_user=run_as_user,
+                                   run_as_group=run_as_user))
+        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+        caps = worker["spec"]["containers"][0].get("securityContext", {}).get(
+            "capabilities", {}).get("add", [])
+        assert caps == (["IPC_LOCK"] if rdma and ipc_lock else [])
+        assert worker["spec"].get("securityContext", {}).get("runAsUser") == run_as_user
+        validate_pod_template(worker)

@@ -48,7 +48,9 @@ Upstream names used here:
   (NetworkAttachmentDefinitions), e.g. an SR-IOV or macvlan network on the RDMA NIC.
 - ``NCCL_IB_HCA``, ``NCCL_NET_GDR_LEVEL``, ``NCCL_SOCKET_IFNAME``, ``NCCL_DEBUG``: NCCL
   environment variables (NCCL user guide, "Environment Variables").
-- ``IPC_LOCK``: Linux capability needed to pin (register) memory for RDMA verbs.
+- ``IPC_LOCK``: Linux capability that lifts ``RLIMIT_MEMLOCK`` for pinning (registering)
+  memory for RDMA verbs; added to Workers that may run as root (see
+  :func:`worker_may_run_as_root`).
 - labels ``training.kubeflow.org/job-name`` / ``training.kubeflow.org/job-role``: set by the
   operator on the pods it creates (``pkg/apis/kubeflow/v2beta1/constants.go``).
 """
@@ -117,9 +119,19 @@ def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          *(v.volume_mount() for v in volumes)],
     }
-    if opts.network.rdma:
+    if opts.network.rdma and worker_may_run_as_root(opts):
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     return container
+
+
+def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
+    """True when the Worker pods may run as root: ``run_as_user`` 0, or unset (the image's
+    user decides). Only then is ``IPC_LOCK`` added with RDMA: a capability in
+    ``securityContext.capabilities.add`` reaches the effective set of root processes only,
+    as Kubernetes sets no ambient capabilities (kubernetes/kubernetes#56374; the kernel's
+    execve rules, capabilities(7)), so for non-root ranks it would lift no memlock limit
+    while making Pod Security ``baseline`` reject the pod."""
+    return opts.ssh.run_as_user in (None, 0)
 
 
 def worker_template(opts: MPIJobOptions) -> dict:

@@ -41,7 +41,8 @@ class Network:
     """RDMA, secondary networks and NCCL settings of the ranks.
 
     Attributes:
-        rdma: request the RDMA extended resource and add ``IPC_LOCK`` on Workers.
+        rdma: request the RDMA extended resource (and ``IPC_LOCK`` on Workers that may run
+            as root, :func:`kfp_gpu.mpi.mpijob.worker_may_run_as_root`).
         rdma_resource: RDMA extended resource name (``rdma/<name>``).
         rdma_count: quantity of ``rdma_resource`` per Worker (>= 1).
         multus_networks: value of ``k8s.v1.cni.cncf.io/networks`` on Workers and Launcher,

@@ -72,10 +72,11 @@ class SshOptions:
         """PodSecurityContext (``runAsUser``, ``runAsGroup``, ``fsGroup``) of Launcher and
         Workers; empty when all three are ``None``.
 
-        ``IPC_LOCK`` (added on Workers with RDMA) only reaches the effective capabilities
-        of a root process: Kubernetes sets no ambient capabilities, so for a non-root rank
-        the memory it can register for RDMA is bounded by ``RLIMIT_MEMLOCK`` (``ulimit
-        -l``) that the container runtime gives the pod (see docs/distributed.md).
+        ``IPC_LOCK`` (added with RDMA to Workers that may run as root) only reaches the
+        effective capabilities of a root process: Kubernetes sets no ambient capabilities,
+        so for a non-root rank the memory it can register for RDMA is bounded by
+        ``RLIMIT_MEMLOCK`` (``ulimit -l``) that the container runtime gives the pod (see
+        docs/distributed.md).
         """
         pairs = (("runAsUser", self.run_as_user), ("runAsGroup", self.run_as_group),
                  ("fsGroup", self.fs_group))

@@ -31,8 +31,7 @@ is per job goes where Kubeflow Trainer v2.3.0 applies it (kubeflow/trainer v2.3.
              metadata: {labels, annotations},     # Multus, KAI gpu-fraction, queue label
              spec: {tolerations, nodeSelector, serviceAccountName, securityContext,
                     volumes: [dshm sizeLimit, PVCs],
-                    containers: [{name: node, volumeMounts: [PVCs],
-                                  securityContext: {capabilities: {add: [IPC_LOCK]}}}]}}}}}]}}}
+                    containers: [{name: node, volumeMounts: [PVCs]}]}}}}}]}}}
 
 Why this split: ``resourcesPerNode`` is the only per-job way to set container resources
 (``ContainerPatch`` has env, volumeMounts and securityContext only), and it reaches the
@@ -57,6 +56,10 @@ fixes: ``clean_pod_policy`` Running, ``ttl_seconds_after_finished`` 86400,
 and any ``schedulingPolicy`` (:mod:`kfp_gpu.mpi.scheduling`: gang scheduling lives on the
 runtime, ``spec.podGroupPolicy``). ``active_deadline_seconds`` maps to the TrainJob's own
 ``spec.activeDeadlineSeconds``.
+
+No ``IPC_LOCK`` with RDMA: the runtime runs every node as uid 1000, where an added
+capability lifts no memlock limit (:func:`kfp_gpu.mpi.mpijob.worker_may_run_as_root`) and
+would only make Pod Security ``baseline`` reject the pods.
 """
 
 from __future__ import annotations
@@ -233,8 +236,6 @@ def _pod_patch(opts: MPIJobOptions) -> dict:
     container: dict[str, Any] = {"name": NODE_CONTAINER}
     if place.volumes:
         container["volumeMounts"] = [v.volume_mount() for v in place.volumes]
-    if opts.network.rdma:
-        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     if len(container) > 1:
         spec["containers"] = [container]
     meta = mpijob._meta(frag["labels"], annotations)

@@ -11,8 +11,9 @@ unless the cluster administrator changed it).
 
 - ``baseline``, control "Capabilities": adding any capability beyond ``AUDIT_WRITE, CHOWN,
   DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP,
-  SETUID, SYS_CHROOT`` is forbidden, so a Worker with ``rdma=True`` (it adds ``IPC_LOCK``,
-  :mod:`kfp_gpu.mpi.network`) is rejected at ``enforce: baseline`` or ``restricted``.
+  SETUID, SYS_CHROOT`` is forbidden, so a root Worker with ``rdma=True`` (it adds
+  ``IPC_LOCK``, :func:`kfp_gpu.mpi.mpijob.worker_may_run_as_root`) is rejected at
+  ``enforce: baseline`` or ``restricted``; the default Workers run as uid 1000 and add none.
 - ``restricted`` further requires ``runAsNonRoot: true``, ``allowPrivilegeEscalation:
   false``, ``capabilities.drop: [ALL]`` and a ``seccompProfile`` on every container, which
   the Launcher and Worker pods the builders write do not set.
@@ -68,16 +69,17 @@ def pod_security_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None
         rep.warnings.append(
             f"namespace {ns} enforces Pod Security '{enforce}', which forbids adding "
             f"IPC_LOCK (baseline allows only {', '.join(BASELINE_CAPABILITIES)}; {_STANDARDS}"
-            "): distributed jobs with rdma=True add it to their Workers, which would be "
-            "rejected. Run them in a namespace labelled pod-security.kubernetes.io/"
-            "enforce=privileged, or without RDMA (rdma=False, NCCL over TCP). For non-root "
-            "Workers IPC_LOCK does not lift the memlock limit anyway; the container "
-            "runtime's memlock limit must be unlimited (docs/distributed.md)")
+            "): distributed jobs with rdma=True whose Workers run as root (ssh=ROOT_SSH, "
+            "run_as_user 0) add it and would be rejected; run those in a namespace labelled "
+            "pod-security.kubernetes.io/enforce=privileged. The default non-root Workers "
+            "add no IPC_LOCK (it would not lift their memlock limit) and are admitted: "
+            "their RDMA needs the container runtime's memlock limit unlimited "
+            "(docs/distributed.md)")
     for mode in ("warn", "audit"):
         if levels.get(mode) in ("baseline", "restricted") and rdma_offered(facts) \
                 and enforce not in ("baseline", "restricted"):
             rep.warnings.append(f"namespace {ns} has Pod Security {mode}={levels[mode]}: "
-                                "RDMA Workers (IPC_LOCK) are admitted but reported")
+                                "root RDMA Workers (IPC_LOCK) are admitted but reported")
     if enforce == "restricted":
         rep.warnings.append(
             f"namespace {ns} enforces Pod Security 'restricted': the Launcher and Worker "
