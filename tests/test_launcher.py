@@ -613,6 +613,41 @@ def test_a_retry_takes_over_the_owner_reference(kube, tmp_path):
     # the same pod re-attaching again (a resumed launcher) changes nothing
     run(kube, make_job(), record, owner_pod=retry)
     assert kube.count("PATCH", MPIJOBS) == 1
+    # what the hand-over is for: the first attempt's pod goes (pod GC), the job stays;
+    # only when the retry's pod goes too does the garbage collector take the job
+    kube.delete_pod("ml", first.name)
+    assert kube.collect_garbage("ml") == []
+    assert kube.get_object("mpijobs", "ml", "resnet-test-1") is not None
+    kube.delete_pod("ml", retry.name)
+    wait_for(lambda: kube.get_object("mpijobs", "ml", "resnet-test-1") is None,
+             what="the job collected with its last owner")
+
+
+def test_deleting_the_component_pod_garbage_collects_the_running_job(kube, tmp_path):
+    """The backstop when the launcher dies without its cancel path (a lost node, a pod
+    force-deleted): the pod's deletion makes the garbage collector delete the MPIJob
+    (Background), and with it the pods the operator made for it."""
+    from kubernetes import client as k8s
+
+    (component,) = _attempt_pods(kube)[:1]
+    kube.controller = ScriptedController(outcome=None, log=["step"] * 500, step_s=0.05)
+    launcher.Launcher(kube.api_client(), backoff=FAST, owner_pod=component).create_or_attach(
+        make_job(), tmp_path / "rec.json")
+    def launcher_pods() -> list[dict]:
+        return [kube.get_object("pods", "ml", n) for p, _, n in list(kube.objects)
+                if p == "pods" and n.startswith("resnet-test-1-launcher")]
+
+    wait_for(launcher_pods, what="the operator's launcher pod")
+    job_uid = kube.get_object("mpijobs", "ml", "resnet-test-1")["metadata"]["uid"]
+    assert [r["uid"] for r in launcher_pods()[0]["metadata"]["ownerReferences"]] == [job_uid]
+    assert kube.deletes == []  # nothing collected while the owner exists
+    # as Argo's pod GC or `kubectl delete pod` does it, through the API
+    k8s.CoreV1Api(kube.api_client()).delete_namespaced_pod(component.name, "ml")
+    wait_for(lambda: kube.get_object("mpijobs", "ml", "resnet-test-1") is None,
+             what="the MPIJob collected")
+    wait_for(lambda: not launcher_pods(), what="the launcher pod collected")
+    assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
+                             "propagationPolicy": "Background", "by": "garbage-collector"}]
 
 
 def test_owner_hand_over_without_patch_permission_is_logged_not_fatal(kube, tmp_path,

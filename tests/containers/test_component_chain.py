@@ -9,7 +9,8 @@ containers of the horovod image; the runner's status goes back into the MPIJob.
 Evidence: the conditions the component saw, the Launcher output it streamed, its metrics
 output (2 ranks, identical weights), every API request authenticated with the service
 account token; after a SIGTERM to the component's container, the DELETE it sent and the
-job's containers and network gone.
+job's containers and network gone; after a SIGKILL (no cleanup runs), the component pod's
+deletion garbage-collecting the MPIJob through its ownerReference, and the containers gone.
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ class Chain:
         # kubeflow/pipelines backend/src/v2/compiler/argocompiler/common.go commonEnvs)
         self.pod = {"KFP_POD_NAME": f"chain-{uuid.uuid4().hex[:6]}-driver-main",
                     "KFP_POD_UID": str(uuid.uuid4())}
+        # the pod exists in the API as in a cluster (the garbage collector deletes a job
+        # whose owner it cannot find)
+        self.kube.create_pod(NS, self.pod["KFP_POD_NAME"], {"app": "kfp"}, container="main",
+                             uid=self.pod["KFP_POD_UID"])
         self.container = kfp_pod.start(
             self.client, self.task, sa_folder=self.sa, api_host=self.gateway,
             api_port=self.kube.port, network=self.network.name, mounts=mounts,
@@ -181,8 +186,8 @@ def _running_with_output(kube, name: str) -> bool:
     return running and bool(kube.logs.get((NS, f"{name}-launcher")))
 
 
-def test_sigterm_to_the_component_deletes_the_mpijob_and_its_containers(chain, datasets):
-    container = chain.start(datasets, epochs=500, run_id="run-cancel")  # minutes of work
+def _running_job(chain, container) -> str:
+    """The name of the MPIJob the component started, once its Launcher runs and prints."""
     deadline = time.monotonic() + 300
     name = ""
     while not (name and _running_with_output(chain.kube, name)):
@@ -192,6 +197,12 @@ def test_sigterm_to_the_component_deletes_the_mpijob_and_its_containers(chain, d
         name = next((k[2] for k in chain.kube.objects if k[0] == "mpijobs"), "")
         time.sleep(1)
     assert len(chain.job_containers(name)) == 3  # Launcher + 2 Workers
+    return name
+
+
+def test_sigterm_to_the_component_deletes_the_mpijob_and_its_containers(chain, datasets):
+    container = chain.start(datasets, epochs=500, run_id="run-cancel")  # minutes of work
+    name = _running_job(chain, container)
     container.kill(signal="SIGTERM")
     code = container.wait(timeout=120)["StatusCode"]
     out = _logs(container)
@@ -202,3 +213,22 @@ def test_sigterm_to_the_component_deletes_the_mpijob_and_its_containers(chain, d
     assert chain.job_containers(name) == []
     assert chain.client.networks.list(
         filters={"label": f"{local_runner.JOB_LABEL}={NS}.{name}"}) == []
+
+
+def test_a_component_killed_without_cleanup_leaves_its_job_to_garbage_collection(
+        chain, datasets):
+    """SIGKILL (a lost node, a force-deleted pod): no cancel path runs and the MPIJob keeps
+    its Workers. When the component's pod leaves the API, the garbage collector deletes the
+    job through its ownerReference, and the operator removes the containers."""
+    container = chain.start(datasets, epochs=500, run_id="run-lost")
+    name = _running_job(chain, container)
+    container.kill(signal="SIGKILL")
+    container.wait(timeout=60)
+    time.sleep(2)
+    assert chain.kube.deletes == [] and len(chain.job_containers(name)) == 3
+    chain.kube.delete_pod(NS, chain.pod["KFP_POD_NAME"])
+    assert chain.controller.deleted.wait(60), "the job's containers were not deleted"
+    assert chain.kube.deletes == [{"name": name, "namespace": NS,
+                                   "propagationPolicy": "Background", "by": "garbage-collector"}]
+    assert chain.job_containers(name) == []
+    assert chain.kube.get_object("mpijobs", NS, name) is None

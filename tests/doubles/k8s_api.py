@@ -27,6 +27,14 @@ changes"):
   is recorded; ``Foreground`` first marks the object (``deletionTimestamp``, finalizer
   ``foregroundDeletion``, a ``MODIFIED`` event), deletes its dependents (the launcher pod),
   then the object (``DELETED``).
+- Garbage collection (k8s.io/kubernetes pkg/controller/garbagecollector, Background
+  propagation): an object whose ``ownerReferences`` all name uids that no longer exist in
+  its namespace is deleted shortly after -- when its last owner goes, and also right after
+  it is created with a dangling owner (the collector checks new dependents too). A
+  collected custom resource goes through the same DELETE path as a client's (its
+  operator's ``on_delete``, its pods), recorded in ``deletes`` with ``"by":
+  "garbage-collector"``; ``DELETE /api/v1/namespaces/<ns>/pods/<name>`` (and
+  :meth:`FakeKube.delete_pod`) removes a pod, as Argo's pod GC or ``kubectl delete pod``.
 - ``PATCH .../mpijobs/<name>`` (``application/merge-patch+json``): merged into the object
   (``status`` ignored), a ``MODIFIED`` event.
 - ``GET /api/v1/namespaces/<ns>/pods`` with ``labelSelector``; ``GET .../pods/<name>``;
@@ -142,7 +150,8 @@ class FakeKube:
         self._log_epoch: dict[tuple[str, str], int] = {}  # container restarts per pod
         self.log_times: dict[tuple[str, str], list[str]] = {}  # RFC 3339 stamp per line
         self.requests: list[Request] = []
-        self.deletes: list[dict] = []  # {"name", "namespace", "propagationPolicy"}
+        self.deletes: list[dict] = []  # {"name", "namespace", "propagationPolicy"[, "by"]}
+        self._deleting: set[tuple[str, str, str]] = set()  # DELETE accepted, not yet gone
         self.active_watches = 0
         self.watch_count = 0
         self.gone_sent = 0  # watch streams answered with a 410 ERROR event
@@ -263,7 +272,10 @@ class FakeKube:
                 meta["namespace"] = ns
             self.objects[(plural, ns, name)] = obj
             self._record("ADDED", plural, obj)
-            return 201, copy.deepcopy(obj)
+            out = copy.deepcopy(obj)
+        if meta.get("ownerReferences"):
+            self._collect_garbage_soon(ns)
+        return 201, out
 
     def put_object(self, plural: str, ns: str, obj: dict) -> dict:
         """Store ``obj`` as if an admin had applied it (e.g. a ClusterTrainingRuntime, with
@@ -319,17 +331,21 @@ class FakeKube:
             self._record("MODIFIED", "trainjobs", obj)
 
     def create_pod(self, ns: str, name: str, labels: dict, owner: str = "",
-                   container: str = "launcher", owner_plural: str = "mpijobs") -> None:
+                   container: str = "launcher", owner_plural: str = "mpijobs",
+                   uid: str = "") -> None:
+        """A pod (``uid``: the one a test needs, e.g. a component pod's ``KFP_POD_UID``),
+        owned by the custom resource ``owner_plural/owner`` when ``owner`` is given."""
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": ns, "labels": dict(labels),
-                            "uid": str(uuid.uuid4()), "creationTimestamp": _now()},
+                            "uid": uid or str(uuid.uuid4()), "creationTimestamp": _now()},
                "spec": {"containers": [{"name": container, "image": "launcher"}]},
                "status": {"phase": "Pending"}}
         if owner:  # (for a TrainJob the chain is Pod -> Job -> JobSet -> TrainJob)
             res = SERVED[owner_plural]
-            pod["metadata"]["ownerReferences"] = [{"apiVersion": res.api_version,
-                                                   "kind": res.kind, "name": owner,
-                                                   "uid": "", "controller": True}]
+            owner_obj = self.get_object(owner_plural, ns, owner) or {"metadata": {}}
+            pod["metadata"]["ownerReferences"] = [{
+                "apiVersion": res.api_version, "kind": res.kind, "name": owner,
+                "uid": owner_obj["metadata"].get("uid", ""), "controller": True}]
         with self._lock:
             self.objects[("pods", ns, name)] = pod
             self.logs[(ns, name)] = []
@@ -344,6 +360,42 @@ class FakeKube:
             if pod is not None:
                 pod["status"] = copy.deepcopy(status)
                 self._record("MODIFIED", "pods", pod)
+
+    def delete_pod(self, ns: str, name: str) -> dict | None:
+        """Remove pod ``ns/name`` and return it (None if there is none); its dependents
+        are collected."""
+        with self._lock:
+            pod = self.objects.pop(("pods", ns, name), None)
+            if pod is None:
+                return None
+            self._record("DELETED", "pods", pod)
+        self._collect_garbage_soon(ns)
+        return pod
+
+    def _collect_garbage_soon(self, ns: str) -> None:
+        def run():
+            time.sleep(0.02)  # the collector works from its informers, a moment later
+            self.collect_garbage(ns)
+        threading.Thread(target=run, daemon=True).start()
+
+    def collect_garbage(self, ns: str) -> list[tuple[str, str]]:
+        """One pass of the garbage collector over namespace ``ns``: delete (Background)
+        every object whose owners are all gone (an owner exists while an object with its
+        uid is stored in ``ns`` or cluster-wide). Returns the ``(plural, name)`` deleted."""
+        with self._lock:
+            uids = {o["metadata"].get("uid") for (_, n, _), o in self.objects.items()
+                    if n in (ns, "")}
+            garbage = [(p, name) for (p, n, name), o in self.objects.items()
+                       if n == ns and (p, n, name) not in self._deleting
+                       and o["metadata"].get("ownerReferences")
+                       and not any(r.get("uid") in uids
+                                   for r in o["metadata"]["ownerReferences"])]
+        for plural, name in garbage:
+            if plural == "pods":
+                self.delete_pod(ns, name)
+            elif plural in SERVED:
+                self.delete_object(plural, ns, name, "Background", by="garbage-collector")
+        return garbage
 
     def pod_uid(self, ns: str, name: str) -> str:
         """The uid the double gave pod ``ns/name`` (KeyError if there is none)."""
@@ -394,14 +446,18 @@ class FakeKube:
             self.objects[("events", ns, name)] = ev
             self._record("ADDED", "events", ev)
 
-    def delete_object(self, plural: str, ns: str, name: str, policy: str) -> tuple[int, dict]:
+    def delete_object(self, plural: str, ns: str, name: str, policy: str,
+                      by: str = "") -> tuple[int, dict]:
+        """DELETE of a served custom resource (``by``: who, when not an API client)."""
         with self._lock:
             obj = self.objects.get((plural, ns, name))
             if obj is None:
                 return 404, status_body(404, "NotFound",
                                         f'{plural}.kubeflow.org "{name}" not found',
                                         {"name": name, "kind": plural})
-            self.deletes.append({"name": name, "namespace": ns, "propagationPolicy": policy})
+            self.deletes.append({"name": name, "namespace": ns, "propagationPolicy": policy,
+                                 **({"by": by} if by else {})})
+            self._deleting.add((plural, ns, name))
             if policy == "Foreground":
                 obj["metadata"]["deletionTimestamp"] = _now()
                 obj["metadata"].setdefault("finalizers", []).append("foregroundDeletion")
@@ -423,9 +479,11 @@ class FakeKube:
                     del self.objects[key]
                     self._record("DELETED", "pods", pod)
             obj = self.objects.pop((plural, ns, name), None)
+            self._deleting.discard((plural, ns, name))
             if obj is not None:
                 obj["metadata"].pop("finalizers", None)
                 self._record("DELETED", plural, obj)
+        self._collect_garbage_soon(ns)
 
     def list_objects(self, plural: str, ns: str, query: dict) -> list[dict]:
         with self._lock:
@@ -573,6 +631,12 @@ class _Handler(JsonHandler):
                     return self._get("pods", ns, parts[2])
                 if plural == "pods" and len(parts) == 4 and parts[3] == "log":
                     return self._log(ns, parts[2], query)
+            if len(parts) == 3 and parts[1] == "pods" and method == "DELETE":
+                pod = self.kube.delete_pod(ns, parts[2])
+                if pod is None:
+                    return self._fail(404, "NotFound", f'pods "{parts[2]}" not found')
+                self.send_json(200, pod)
+                return 200
         self.send_json(404, status_body(404, "NotFound", f"the server could not find {path}"))
         return 404
 
