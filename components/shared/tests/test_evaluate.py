@@ -114,3 +114,15 @@ def test_log_outputs_into_kfp_artifacts(tmp_path):
     assert ev.log_outputs(one, metrics2, ClassificationMetrics(uri=str(tmp_path / "c2")),
                           str(tmp_path / "r2.md"), 0.6) is False
     assert "roc_auc" not in metrics2.metadata
+
+
+def test_predict_refuses_an_empty_dataset_before_loading_a_model(tmp_path):
+    """Keras' predict fails on zero rows with an UnboundLocalError; say what is wrong."""
+    from kfp_gpu.training import datasets
+
+    path = tmp_path / "empty"
+    datasets.save(np.zeros((0, 80), np.int32), np.zeros((0,), np.int32), path)
+    with pytest.raises(ValueError, match="has no examples"):
+        ev.predict(str(tmp_path / "no-model-here"), str(path))
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        ev.predict(str(tmp_path / "no-model-here"), str(path), batch_size=0)
