@@ -93,8 +93,12 @@ def test_every_request_kind_validates_and_matches_the_mpijob(kind, rdma):
     wc = node(worker)
     trainer = job["spec"]["trainer"]
     assert trainer["numNodes"] == 2 and trainer["numProcPerNode"] == opts.slots()
-    assert trainer["command"] == mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Launcher"][
-        "template"]["spec"]["containers"][0]["command"]
+    mpirun = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
+        "containers"][0]["command"]
+    # the MPIJob Launcher's mpirun; with RDMA through the Worker's memlock check, since
+    # the TrainJob launcher is node 0 and hosts ranks
+    start = [ssh.IMAGE_PYTHON, "-m", "kfp_gpu.training.worker_start"] if rdma else []
+    assert trainer["command"] == [*start, *mpirun]
     for rjob in ("node", "launcher"):
         pod = effective_pod(job, rjob)
         validate_pod(pod)
@@ -102,7 +106,7 @@ def test_every_request_kind_validates_and_matches_the_mpijob(kind, rdma):
         assert c["resources"] == wc["resources"]  # GPU, RDMA, CPU, memory on every node
         env = {e["name"]: e["value"] for e in c["env"]}
         assert env == {e["name"]: e["value"] for e in wc["env"]}
-        assert c.get("securityContext") == wc.get("securityContext")  # IPC_LOCK iff rdma
+        assert c.get("securityContext") == wc.get("securityContext")  # no IPC_LOCK (uid 1000)
         for key in ("tolerations", "nodeSelector"):
             assert pod["spec"].get(key) == worker["spec"].get(key), key
         meta = pod["metadata"]

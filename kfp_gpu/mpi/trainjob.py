@@ -19,7 +19,8 @@ is per job goes where Kubeflow Trainer v2.3.0 applies it (kubeflow/trainer v2.3.
       activeDeadlineSeconds: ...              # MPIJobOptions.active_deadline_seconds
       trainer:
         image: <opts.image>                   # the launcher's image (nodes: the runtime's)
-        command: [mpirun, -np, N*G, ...]      # as the MPIJob Launcher runs it
+        command: [mpirun, -np, N*G, ...]      # as the MPIJob Launcher runs it (RDMA:
+                                              #  through worker_start's memlock check)
         env: [NCCL_*, the GPU share, opts.env]   # every "node" container (launcher too)
         numNodes: N                           # workers; the launcher is node 0
         numProcPerNode: G                     # slots per node in the hostfile
@@ -279,9 +280,7 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME) -> dict:
     workers = opts.replicas.workers
     trainer = m.TrainerV1alpha1Trainer(
         image=opts.image,
-        command=mpirun_command(workers * opts.slots(), list(opts.program),
-                               forwarded_env=list(env),
-                               implementation=opts.replicas.mpi_implementation),
+        command=launcher_command(opts, list(env)),
         env=[m.IoK8sApiCoreV1EnvVar(name=k, value=v) for k, v in env.items()],
         num_nodes=workers, num_proc_per_node=opts.slots(),
         resources_per_node=_model(m.IoK8sApiCoreV1ResourceRequirements, resources))
@@ -295,6 +294,19 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME) -> dict:
                                     metadata=m.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
                                         **mpijob.job_metadata(opts)), spec=spec)
     return job.to_dict()
+
+
+def launcher_command(opts: MPIJobOptions, forwarded_env: list[str]) -> list[str]:
+    """``trainer.command``: the MPIJob Launcher's ``mpirun`` line; with RDMA started through
+    :mod:`kfp_gpu.training.worker_start` (``IMAGE_PYTHON -m kfp_gpu.training.worker_start
+    mpirun ...``), because here the launcher pod is node 0 and hosts ranks too, so it needs
+    the same memlock check as the other nodes before NCCL registers memory."""
+    cmd = mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
+                         forwarded_env=forwarded_env,
+                         implementation=opts.replicas.mpi_implementation)
+    if opts.network.rdma:
+        return [ssh.IMAGE_PYTHON, *ssh.WORKER_START, *cmd]
+    return cmd
 
 
 def _model(cls, data: dict):

@@ -125,7 +125,7 @@ def test_run_local_command_with_the_default_runtime(docker_engine, horovod_image
             "print('RANK', c.rank, c.size, socket.gethostname(), flush=True)")
     job = trainjob.build(MPIJobOptions.from_settings(
         name="ltj-cli", namespace="ci", image=horovod_image, program=("python", "-c", code),
-        workers=2))
+        workers=2, rdma=True))
     f = tmp_path / "tj.yaml"
     f.write_text(trainjob.to_yaml(job), encoding="utf-8")
     res = subprocess.run([sys.executable, "-m", "kfp_gpu.cli", "mpijob", "run-local", str(f),
@@ -135,6 +135,9 @@ def test_run_local_command_with_the_default_runtime(docker_engine, horovod_image
     ranks = sorted(ln.split()[1:] for ln in res.stdout.splitlines() if ln.startswith("RANK "))
     assert [r[:2] for r in ranks] == [["0", "2"], ["1", "2"]], res.stdout
     assert {r[2] for r in ranks} == {"ltj-cli-launcher-0-0", "ltj-cli-node-0-0"}
+    # rdma=True: the launcher, node 0 with ranks of its own, ran worker_start's memlock
+    # check before mpirun (no verbs device here, so it warns and goes on over TCP)
+    assert "kfp-gpu worker: KFP_GPU_RDMA=1 but no /dev/infiniband/uverbs*" in res.stdout
     assert "status: Complete=True AllJobsCompleted" in res.stderr
     assert docker_engine.containers.list(
         all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.ltj-cli"}) == []
