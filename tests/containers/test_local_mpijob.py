@@ -54,9 +54,11 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
         ranks = sorted(ln.split()[1:] for ln in logs.splitlines() if ln.startswith("RANK "))
         assert ranks == [["0", "2", "3", "lmpi-smoke-worker-0", str(UID), str(UID)],
                          ["1", "2", "3", "lmpi-smoke-worker-1", str(UID), str(UID)]], logs
-        # every variable mpirun forwards with -x exists in the image (Open MPI warns
-        # "could not find environment variable" for an unset one)
+        # a quiet Launcher log: every variable mpirun forwards with -x exists in the image
+        # (Open MPI warns "could not find environment variable" for an unset one), and
+        # ssh does not announce each Worker's host key
         assert "could not find environment variable" not in logs, logs
+        assert "Permanently added" not in logs, logs
         # every process seen in Launcher and Workers ran as uid 1000; sshd ran on Workers
         assert sampler.procs and {uid for _, uid, _ in sampler.procs} == {UID}
         assert any("sshd" in args and name.endswith("worker-0") for name, _, args in
