@@ -19,18 +19,21 @@ class TrainingOutputs(NamedTuple):
 
 
 def evaluate_and_collect(train, test_data, accuracy_threshold, *, training_report=None,
-                         training_logs=None, vocabulary=None) -> TrainingOutputs:
+                         training_logs=None, vocabulary=None,
+                         batch_size: int | None = None) -> TrainingOutputs:
     """Add the CPU ``evaluate`` task on ``train``'s model and return the pipeline outputs.
 
     ``train`` is a training task with ``model`` and ``metrics`` outputs; ``test_data`` a
     Dataset channel; ``accuracy_threshold`` a float or pipeline parameter. The optional
     channels feed the evaluation's HTML report: the training step's report JSON and
     TensorBoard logs (throughput, parameters, training curves) and prep_text's vocabulary
-    (misclassified reviews as words).
+    (misclassified reviews as words). ``batch_size``: the prediction batch size (None:
+    the component's default, 256, safe for image models on a GPU share).
     """
     extra = {k: v for k, v in (("training_report", training_report),
                                ("training_logs", training_logs),
-                               ("vocabulary", vocabulary)) if v is not None}
+                               ("vocabulary", vocabulary),
+                               ("batch_size", batch_size)) if v is not None}
     ev = evaluate_classifier(model=train.outputs["model"], test_data=test_data,
                              accuracy_threshold=accuracy_threshold, **extra)
     ev.set_display_name("evaluate").set_cpu_limit("2").set_memory_limit("4G")

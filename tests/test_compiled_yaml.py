@@ -95,3 +95,14 @@ def test_doctor_still_sees_the_mpijob_in_the_resnet_pipeline():
     from kfp_gpu.cluster import doctor
     path = comp.targets(only="resnet-horovod")[0].path
     assert doctor.needs_from_pipeline(list(yaml.safe_load_all(path.read_text()))).mpi
+
+
+def test_imdb_lstm_evaluates_in_large_batches():
+    """The evaluation of the small text model predicts 1,024 reviews per batch (the
+    component's generic default, 256, stays for image models on GPU shares)."""
+    from pipelines.imdb_lstm import EVAL_BATCH_SIZE
+
+    spec, _ = ir.load(comp.targets(only="imdb-lstm")[0].path)
+    task = spec.root.dag.tasks["evaluate-classifier"]
+    batch = task.inputs.parameters["batch_size"].runtime_value.constant.number_value
+    assert batch == EVAL_BATCH_SIZE == 1024
