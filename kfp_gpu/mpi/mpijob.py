@@ -135,7 +135,7 @@ def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
 
 
 def worker_template(opts: MPIJobOptions) -> dict:
-    """PodTemplateSpec of a Worker: GPU request, RDMA, IPC_LOCK, /dev/shm, NCCL env, and
+    """PodTemplateSpec of a Worker: GPU request, RDMA (IPC_LOCK if root), /dev/shm, NCCL env and
     the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each)."""
     frag = opts.gpu_request().pod_fragment(container="worker")  # KAI: the GPU container
     place = opts.placement
