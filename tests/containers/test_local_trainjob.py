@@ -122,7 +122,8 @@ def test_launcher_failure_is_final_with_backoff_limit_0(docker_engine, horovod_i
 
 def test_run_local_command_with_the_default_runtime(docker_engine, horovod_image, tmp_path):
     code = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
-            "print('RANK', c.rank, c.size, socket.gethostname(), flush=True)")
+            # one write per line: rank 0 runs beside mpirun with the image's PYTHONUNBUFFERED
+            "print(f'RANK {c.rank} {c.size} {socket.gethostname()}\\n', end='', flush=True)")
     job = trainjob.build(MPIJobOptions.from_settings(
         name="ltj-cli", namespace="ci", image=horovod_image, program=("python", "-c", code),
         workers=2, rdma=True))

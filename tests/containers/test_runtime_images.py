@@ -118,10 +118,12 @@ def test_horovod_mpi_build_and_mpirun(image, run_in):
 
 
 def test_horovod_allreduce_across_two_ranks(image, run_in):
-    """Two MPI ranks in one container: Horovod's allreduce sums the ranks' values."""
+    """Two MPI ranks in one container: Horovod's allreduce sums the ranks' values. Each rank
+    prints its line in one write: the image sets PYTHONUNBUFFERED, where print(a, b, ...)
+    writes piece by piece and two ranks' lines can interleave."""
     code = ("import horovod.tensorflow as hvd, tensorflow as tf; hvd.init(); "
             "s = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum); "
-            "print('rank', hvd.rank(), 'of', hvd.size(), 'sum', float(s))")
+            "print(f'rank {hvd.rank()} of {hvd.size()} sum {float(s)}\\n', end='')")
     out = run_in(image("horovod"), ["mpirun", "-n", "2", "python", "-c", code],
                  timeout_s=300).check()
     assert sorted(re.findall(r"rank (\d) of 2 sum 3\.0", out)) == ["0", "1"], out
