@@ -538,6 +538,8 @@ def test_scheduling_policy_reaches_run_policy_and_validates():
     ({"queue": "Bad_Queue"}, "DNS-1123 subdomains"),
     ({"priority_class": "x" * 300 + "!"}, "DNS-1123 subdomains"),
     ({"min_resources": {"nvidia.com/gpu": "many"}}, "resource names mapped to quantities"),
+    ({"min_resources": ["nvidia.com/gpu=16"]},
+     "min_resources must be a mapping of resource name to quantity, e.g."),
     ({"schedule_timeout_seconds": -5}, "schedule_timeout_seconds must be an integer >= 1"),
 ])
 def test_bad_scheduling_policy_is_refused(change, accepted):

@@ -72,6 +72,7 @@ def train_resnet_mpijob(
     queue: str = "",
     priority_class: str = "",
     schedule_timeout_seconds: int = 0,
+    min_resources: dict = {},  # noqa: B006 - KFP reads the literal as the default
 ):
     """Data-parallel ResNet training with Horovod: an MPIJob or TrainJob on a cluster, mpirun
     locally.
@@ -121,9 +122,11 @@ def train_resnet_mpijob(
             available: ...``, ``ImagePullBackOff``...); 0 = wait forever.
         active_deadline_seconds, backoff_limit: ``runPolicy`` (0 = unset / no retry;
             TrainJob: ``spec.activeDeadlineSeconds``, backoff_limit must stay 0).
-        min_available, queue, priority_class, schedule_timeout_seconds: gang scheduling,
-            ``runPolicy.schedulingPolicy`` (MPIJob only; 0/"" = unset;
-            kfp_gpu.mpi.scheduling).
+        min_available, queue, priority_class, schedule_timeout_seconds, min_resources:
+            gang scheduling, ``runPolicy.schedulingPolicy`` (MPIJob only; 0/""/{} = unset;
+            kfp_gpu.mpi.scheduling); ``min_resources`` maps resource names to quantities,
+            e.g. ``{"nvidia.com/gpu": "16", "cpu": "64"}`` (the PodGroup's minResources,
+            scheduler-plugins coscheduling).
 
     Outputs:
         model: directory with ``model.keras`` (keras.saving.load_model).
@@ -184,7 +187,7 @@ def train_resnet_mpijob(
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
             task_name=task_name, gpu_override=worker_gpu, policy=tj.policy_settings(
                 active_deadline_seconds, backoff_limit, min_available, queue,
-                priority_class, schedule_timeout_seconds))
+                priority_class, schedule_timeout_seconds, min_resources))
         job = job_backend.build(opts)  # ValueError here, before anything is written/created
         tj.stage_data(train_data.path, test_data.path, data_uri)
         result = tj.run_cluster(job, mpijob.path, work_dir, model.path,

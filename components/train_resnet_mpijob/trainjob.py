@@ -328,15 +328,18 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
 
 def policy_settings(active_deadline_seconds: int = 0, backoff_limit: int = 0,
                     min_available: int = 0, queue: str = "", priority_class: str = "",
-                    schedule_timeout_seconds: int = 0) -> dict:
+                    schedule_timeout_seconds: int = 0,
+                    min_resources: Mapping[str, str] | None = None) -> dict:
     """The component's run-policy and gang-scheduling parameters as
     ``MPIJobOptions.from_settings`` keywords: 0 means unset (None) for the optional
-    numbers (``backoff_limit`` 0 is a value: no retry); empty strings stay unset."""
+    numbers (``backoff_limit`` 0 is a value: no retry); empty strings and an empty
+    ``min_resources`` stay unset."""
     return {"active_deadline_seconds": active_deadline_seconds or None,
             "backoff_limit": backoff_limit,
             "min_available": min_available or None, "queue": queue,
             "priority_class": priority_class,
-            "schedule_timeout_seconds": schedule_timeout_seconds or None}
+            "schedule_timeout_seconds": schedule_timeout_seconds or None,
+            "min_resources": dict(min_resources or {})}
 
 
 def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str, *,

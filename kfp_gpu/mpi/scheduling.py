@@ -66,8 +66,10 @@ class SchedulingPolicy:
                 raise ValueError(f"invalid {name} {value!r}: accepted are object names "
                                  "(DNS-1123 subdomains such as 'gpu-queue')")
         if not isinstance(self.min_resources, Mapping):
-            raise ValueError(  # noqa: TRY004 - the options' one error type: ValueError"min_resources must be a mapping of resource name to quantity, "
-                             "e.g. {'nvidia.com/gpu': '16'}")
+            # ValueError, not TypeError: the options' one error type for bad input
+            raise ValueError(  # noqa: TRY004
+                "min_resources must be a mapping of resource name to quantity, "
+                "e.g. {'nvidia.com/gpu': '16'}")
         for key, value in self.min_resources.items():
             if not _RESOURCE.match(str(key)) or not _QUANTITY.match(str(value)):
                 raise ValueError(f"invalid min_resources entry {key!r}: {value!r}; accepted: "

@@ -538,13 +538,14 @@ def test_run_policy_and_gang_scheduling_parameters_reach_the_mpijob(kube, data, 
     run_component(out, tmp_path / "pvc" / "work", active_deadline_seconds=7200,
                   backoff_limit=1, min_available=2, queue="gpu-queue",
                   priority_class="training-high", schedule_timeout_seconds=120,
-                  pending_timeout_s=900)
+                  min_resources={"nvidia.com/gpu": "16", "cpu": "64"}, pending_timeout_s=900)
     posted = next(r.body for r in kube.requests if r.method == "POST")
     assert posted["spec"]["runPolicy"] == {
         "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 86400, "backoffLimit": 1,
         "activeDeadlineSeconds": 7200, "schedulingPolicy": {
             "minAvailable": 2, "queue": "gpu-queue", "priorityClass": "training-high",
-            "scheduleTimeoutSeconds": 120}}
+            "scheduleTimeoutSeconds": 120, "minResources": {"cpu": "64", "nvidia.com/gpu": "16"}}}
     assert tj.policy_settings() == {
         "active_deadline_seconds": None, "backoff_limit": 0, "min_available": None,
-        "queue": "", "priority_class": "", "schedule_timeout_seconds": None}
+        "queue": "", "priority_class": "", "schedule_timeout_seconds": None,
+        "min_resources": {}}
