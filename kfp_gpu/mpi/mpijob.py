@@ -199,18 +199,23 @@ def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
         spec["securityContext"] = security
 
 
+def launcher_command(opts: MPIJobOptions) -> list[str]:
+    """The Launcher's argv: :func:`kfp_gpu.mpi.mpirun.mpirun_command` for ``workers *
+    slotsPerWorker`` ranks, forwarding the names of :func:`rank_env`."""
+    return mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
+                          forwarded_env=list(rank_env(opts)),
+                          implementation=opts.replicas.mpi_implementation)
+
+
 def launcher_template(opts: MPIJobOptions) -> dict:
-    """PodTemplateSpec of the Launcher: no GPU, runs :func:`kfp_gpu.mpi.mpirun.mpirun_command`
-    for ``workers * slotsPerWorker`` ranks."""
+    """PodTemplateSpec of the Launcher: no GPU, runs :func:`launcher_command`."""
     env = rank_env(opts)
-    np = opts.replicas.workers * opts.slots()
     res = opts.resources
     limits = {k: v for k, v in (("cpu", res.launcher_cpu), ("memory", res.launcher_memory)) if v}
     container = {
         "name": "launcher",
         "image": opts.image,
-        "command": mpirun_command(np, list(opts.program), forwarded_env=list(env),
-                                  implementation=opts.replicas.mpi_implementation),
+        "command": launcher_command(opts),
         "env": _env_list(env),
         "resources": _resources(limits, dict(limits)),
     }

@@ -70,7 +70,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from kfp_gpu.mpi import mpijob, ssh
-from kfp_gpu.mpi.mpirun import mpirun_command
 from kfp_gpu.mpi.network import MULTUS_ANNOTATION
 from kfp_gpu.mpi.options import MPIJobOptions
 
@@ -280,7 +279,7 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME) -> dict:
     workers = opts.replicas.workers
     trainer = m.TrainerV1alpha1Trainer(
         image=opts.image,
-        command=launcher_command(opts, list(env)),
+        command=launcher_command(opts),
         env=[m.IoK8sApiCoreV1EnvVar(name=k, value=v) for k, v in env.items()],
         num_nodes=workers, num_proc_per_node=opts.slots(),
         resources_per_node=_model(m.IoK8sApiCoreV1ResourceRequirements, resources))
@@ -296,14 +295,13 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME) -> dict:
     return job.to_dict()
 
 
-def launcher_command(opts: MPIJobOptions, forwarded_env: list[str]) -> list[str]:
-    """``trainer.command``: the MPIJob Launcher's ``mpirun`` line; with RDMA started through
+def launcher_command(opts: MPIJobOptions) -> list[str]:
+    """``trainer.command``: the MPIJob Launcher's ``mpirun`` line
+    (:func:`kfp_gpu.mpi.mpijob.launcher_command`); with RDMA started through
     :mod:`kfp_gpu.training.worker_start` (``IMAGE_PYTHON -m kfp_gpu.training.worker_start
     mpirun ...``), because here the launcher pod is node 0 and hosts ranks too, so it needs
     the same memlock check as the other nodes before NCCL registers memory."""
-    cmd = mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
-                         forwarded_env=forwarded_env,
-                         implementation=opts.replicas.mpi_implementation)
+    cmd = mpijob.launcher_command(opts)
     if opts.network.rdma:
         return [ssh.IMAGE_PYTHON, *ssh.WORKER_START, *cmd]
     return cmd
