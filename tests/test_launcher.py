@@ -629,10 +629,11 @@ def test_deleting_the_component_pod_garbage_collects_the_running_job(kube, tmp_p
     (Background), and with it the pods the operator made for it."""
     from kubernetes import client as k8s
 
-    (component,) = _attempt_pods(kube)[:1]
+    component, _ = _attempt_pods(kube)
     kube.controller = ScriptedController(outcome=None, log=["step"] * 500, step_s=0.05)
     launcher.Launcher(kube.api_client(), backoff=FAST, owner_pod=component).create_or_attach(
         make_job(), tmp_path / "rec.json")
+
     def launcher_pods() -> list[dict]:
         return [kube.get_object("pods", "ml", n) for p, _, n in list(kube.objects)
                 if p == "pods" and n.startswith("resnet-test-1-launcher")]

@@ -473,17 +473,20 @@ class FakeKube:
     def _finish_delete(self, plural: str, ns: str, name: str) -> None:
         time.sleep(0.02)
         with self._lock:
-            for key, pod in list(self.objects.items()):  # dependents (owner references)
-                if key[0] == "pods" and key[1] == ns and any(
-                        o.get("name") == name for o in pod["metadata"].get("ownerReferences", [])):
-                    del self.objects[key]
-                    self._record("DELETED", "pods", pod)
+            obj = self.objects.get((plural, ns, name))
+            if obj is not None and "foregroundDeletion" in obj["metadata"].get("finalizers", []):
+                uid = obj["metadata"]["uid"]
+                for key, pod in list(self.objects.items()):  # Foreground: dependents first
+                    if key[0] == "pods" and key[1] == ns and any(
+                            o.get("uid") == uid for o in pod["metadata"].get("ownerReferences", [])):
+                        del self.objects[key]
+                        self._record("DELETED", "pods", pod)
             obj = self.objects.pop((plural, ns, name), None)
             self._deleting.discard((plural, ns, name))
             if obj is not None:
                 obj["metadata"].pop("finalizers", None)
                 self._record("DELETED", plural, obj)
-        self._collect_garbage_soon(ns)
+        self._collect_garbage_soon(ns)  # Background: the collector takes the dependents
 
     def list_objects(self, plural: str, ns: str, query: dict) -> list[dict]:
         with self._lock:
