@@ -77,6 +77,13 @@ def test_resnet_on_fashion_mnist_two_nodes_identical_weights(docker_engine, horo
                                     {"ltj-resnet-launcher-0-0", "ltj-resnet-node-0-0"})
         assert any("sshd" in args and name == "ltj-resnet-node-0-0"
                    for name, _, args in sampler.procs)
+        la = docker_engine.containers.get("ltj-resnet-launcher-0-0")
+        assert la.attrs["Config"]["User"] == f"{UID}:{UID}"
+        env = dict(e.split("=", 1) for e in la.attrs["Config"]["Env"])
+        assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+        assert env["OMPI_MCA_orte_set_default_slots"] == "1"
+        # a finished JobSet deletes its active Jobs: node pods gone, the launcher kept
+        assert [c.name for c in runner.containers()] == ["ltj-resnet-launcher-0-0"]
     finally:
         assert_gone(docker_engine, runner, workspace)
 
