@@ -44,8 +44,8 @@ def predict(model_path: str, dataset_path: str, batch_size: int = 256):
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    # the arrays straight from the files (2 s less for IMDB's 25,000 test rows than
-    # reading the labels back through a tf.data iterator); Keras batches the features
+    # the arrays straight from the files (not the labels read back through a tf.data
+    # iterator, one Python object per row); Keras batches the features
     features, y_true = datasets.load_arrays(dataset_path)
     if len(y_true) == 0:
         raise ValueError(f"Dataset {dataset_path} has no examples to evaluate")

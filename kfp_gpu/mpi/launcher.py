@@ -43,8 +43,8 @@ command.
 
 RBAC the launcher's service account needs in the namespace (see docs/distributed.md):
 ``mpijobs.kubeflow.org`` (or ``trainjobs.trainer.kubeflow.org``): create, get, list, watch,
-delete, patch (a retry takes over the owner reference); ``pods``: get, list (the launcher pod's log, the pending diagnosis, the owner's uid);
-``pods/log``: get; ``events``: list.
+delete, patch (a retry takes over the owner reference); ``pods``: get, list (the launcher
+pod's log, the pending diagnosis, the owner's uid); ``pods/log``: get; ``events``: list.
 """
 
 from __future__ import annotations
