@@ -32,10 +32,10 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "parse_gpu_request": ("kfp_gpu.gpu.request", "parse"),
     "apply_gpu_share": ("kfp_gpu.gpu.memory_cap", "apply_gpu_share"),
     # MPIJobs: options -> spec -> launched job
-    "MPIJobOptions": ("kfp_gpu.mpi.options", "MPIJobOptions"),
-    "build_mpijob": ("kfp_gpu.mpi.mpijob", "build"),
-    "job_name": ("kfp_gpu.mpi.names", "job_name"),
-    "launch": ("kfp_gpu.mpi.launcher", "launch"),
+    "MPIJobOptions": ("kfp_gpu.mpi.spec.options", "MPIJobOptions"),
+    "build_mpijob": ("kfp_gpu.mpi.spec.mpijob", "build"),
+    "job_name": ("kfp_gpu.mpi.spec.names", "job_name"),
+    "launch": ("kfp_gpu.mpi.launch.launcher", "launch"),
     # runtime images (tag = package version)
     "image": ("kfp_gpu.build.images", "image"),
 }

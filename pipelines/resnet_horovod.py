@@ -1,4 +1,4 @@
-"""Pipeline ``resnet-horovod``: prep_images -> train_resnet_mpijob (MPIJob or TrainJob) ->
+"""Pipeline ``resnet-horovod``: prep_images -> train_resnet_horovod (MPIJob or TrainJob) ->
 evaluate_classifier.
 
 Data-parallel ResNet training with Horovod, the layout of the Mellanox deck: an MPIJob
@@ -15,7 +15,7 @@ run time: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow Trainer v2 TrainJo
 from kfp import dsl
 
 from kfp_gpu.components.prep_images.component import prep_images
-from kfp_gpu.components.train_resnet_mpijob.component import train_resnet_mpijob
+from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
 from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
 
@@ -38,7 +38,7 @@ def build(gpu: str = DEFAULT_GPU):
     request = parse(gpu)
 
     @dsl.pipeline(name=NAME, description="Horovod ResNet on Fashion-MNIST (or synthetic "
-                  "images) as a Kubeflow MPIJob: prep_images -> train_resnet_mpijob -> "
+                  "images) as a Kubeflow MPIJob: prep_images -> train_resnet_horovod -> "
                   "evaluate_classifier.")
     def resnet_horovod(
         source: str = "fashion-mnist",
@@ -69,7 +69,7 @@ def build(gpu: str = DEFAULT_GPU):
     ) -> TrainingOutputs:
         prep = prep_images(source=source, max_rows_per_split=max_rows_per_split, seed=seed)
         prep.set_display_name("prep-images").set_cpu_limit("2").set_memory_limit("4G")
-        train = train_resnet_mpijob(
+        train = train_resnet_horovod(
             train_data=prep.outputs["train_data"], test_data=prep.outputs["test_data"],
             execution=execution, workers=workers, backend=backend,
             local_processes=local_processes,
@@ -80,7 +80,7 @@ def build(gpu: str = DEFAULT_GPU):
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_socket_ifname=nccl_socket_ifname, seed=seed,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
-        train.set_display_name("train-resnet-mpijob")
+        train.set_display_name("train-resnet-horovod")
         # Passed through to the MPIJob Workers (task_config), not applied to this pod.
         request.apply_to_task(train)
         train.set_caching_options(False)

@@ -1,10 +1,10 @@
-"""kfp_gpu.mpi.backends: what the launcher knows about MPIJobs and TrainJobs."""
+"""kfp_gpu.mpi.spec.backends: what the launcher knows about MPIJobs and TrainJobs."""
 
 from __future__ import annotations
 
 import pytest
 
-from kfp_gpu.mpi import backends, mpijob, trainjob
+from kfp_gpu.mpi.spec import backends, mpijob, trainjob
 from tests.test_mpijob import options
 
 

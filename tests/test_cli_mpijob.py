@@ -5,8 +5,8 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from kfp_gpu.cli.app import app
-from kfp_gpu.mpi import mpijob, volumes
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.mpi.spec import mpijob, volumes
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 
 
 def _job_file(tmp_path):

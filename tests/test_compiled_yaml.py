@@ -14,7 +14,8 @@ TARGETS = comp.targets()
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
 def test_strict_parse(target):
     spec, platform = ir.load(target.path)
-    assert spec.pipeline_info.name == target.name.replace("_", "-")
+    name = registry.DEPRECATED_COMPONENTS.get(target.name, target.name)  # a renamed one's old path
+    assert spec.pipeline_info.name == name.replace("_", "-")
     ir.deployment(spec)  # executors parse strictly too
     if platform is not None:
         for executor in platform.platforms["kubernetes"].deployment_spec.executors:
@@ -24,6 +25,20 @@ def test_strict_parse(target):
 
 def test_checked_in_yaml_is_current():
     assert comp.check_all() == []
+
+
+def test_renamed_component_keeps_its_old_yaml_path_for_a_release():
+    """train_resnet_mpijob was renamed train_resnet_horovod (0.2.0): its old component.yaml
+    path still loads, as the new spec, beside a README that says so."""
+    from kfp import components
+
+    old, new = comp.targets(only="train_resnet_mpijob")[0], comp.targets(
+        only="train_resnet_horovod")[0]
+    assert old.path.read_text() == new.path.read_text()
+    assert components.load_component_from_file(str(old.path)).name == "train-resnet-horovod"
+    note = (old.path.parent / "README.md").read_text()
+    assert "deprecated" in note and "train_resnet_horovod" in note and "0.3.0" in note
+    assert not (old.path.parent / "component.py").exists()  # not a second component
 
 
 def test_check_detects_a_stale_file(tmp_path, monkeypatch):
@@ -78,14 +93,14 @@ def test_catalog_entries_resolve():
         assert callable(registry.resolve(ref))
 
 
-def test_train_resnet_mpijob_runs_on_the_trainer_image():
+def test_train_resnet_horovod_runs_on_the_trainer_image():
     # Cluster mode stages the Datasets (kfp_gpu.training.datasets.load_arrays imports TensorFlow),
     # and the launcher image has no TensorFlow (its Dockerfile asserts that): the
     # component must run on the trainer image (TF + kfp-gpu + kubernetes client).
-    for name in ("train_resnet_mpijob", "resnet-horovod"):
+    for name in ("train_resnet_horovod", "resnet-horovod"):
         spec, _ = ir.load(comp.targets(only=name)[0].path)
         execs = ir.deployment(spec).executors
-        images = [e.container.image for k, e in execs.items() if "train-resnet-mpijob" in k]
+        images = [e.container.image for k, e in execs.items() if "train-resnet-horovod" in k]
         assert images and all("/kfp-gpu-trainer:" in i for i in images), images
 
 

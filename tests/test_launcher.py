@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from kfp_gpu.mpi import launcher, mpijob, names, options, retry
-from kfp_gpu.mpi import metrics as mpi_metrics
+from kfp_gpu.mpi.launch import launcher, retry
+from kfp_gpu.mpi.launch import metrics as mpi_metrics
+from kfp_gpu.mpi.spec import mpijob, names, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 
 REPO = Path(__file__).resolve().parents[1]
@@ -268,14 +269,14 @@ def test_job_deleted_by_someone_else_fails(kube, tmp_path):
 
 
 def launcher_process(kube, job_yaml: str, tmp_path) -> tuple[subprocess.Popen, Path, list]:
-    """``python -m kfp_gpu.mpi.launcher`` on ``job_yaml`` against the double, as the
+    """``python -m kfp_gpu.mpi.launch.launcher`` on ``job_yaml`` against the double, as the
     component's pod runs it; returns the process, its record path and the stdout lines
     read so far (a reader thread keeps appending)."""
     job_file = tmp_path / "job.yaml"
     job_file.write_text(job_yaml)
     record = tmp_path / "rec.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.mpi.launcher", "--job", str(job_file), "--record",
+        [sys.executable, "-m", "kfp_gpu.mpi.launch.launcher", "--job", str(job_file), "--record",
          str(record), "--host", kube.host, "--backoff-initial", "0.01"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
@@ -449,7 +450,7 @@ def test_retry_meets_a_job_being_deleted_waits_and_creates_anew(kube, tmp_path):
 
 def test_every_api_call_has_a_request_timeout(kube):
     """Issue 11 item 12: no Kubernetes API call may wait forever."""
-    from kfp_gpu.mpi import jobs_api
+    from kfp_gpu.mpi.launch import jobs_api
 
     jobs = jobs_api.MPIJobClient(kube.api_client(), backoff=FAST)
     seen = []
@@ -539,7 +540,7 @@ def test_pending_timeout_zero_disables_it(kube, tmp_path):
 
 
 def test_pending_diagnosis_reads_pod_status_before_events():
-    from kfp_gpu.mpi import pending
+    from kfp_gpu.mpi.launch import pending
 
     pod = {"metadata": {"name": "w-0"}, "status": UNSCHEDULABLE}
     crash = {"metadata": {"name": "w-1"}, "status": {"phase": "Running", "containerStatuses": [
@@ -567,7 +568,7 @@ def posted_job(kube) -> dict:
 
 @pytest.mark.parametrize("with_uid", [True, False])
 def test_the_job_names_the_component_pod_as_owner(kube, tmp_path, with_uid):
-    from kfp_gpu.mpi import owner
+    from kfp_gpu.mpi.launch import owner
 
     kube.create_pod("ml", COMPONENT_POD, {"app": "kfp"}, container="main")
     uid = kube.pod_uid("ml", COMPONENT_POD)
@@ -585,7 +586,7 @@ def test_the_job_names_the_component_pod_as_owner(kube, tmp_path, with_uid):
 
 
 def _attempt_pods(kube) -> tuple:
-    from kfp_gpu.mpi import owner
+    from kfp_gpu.mpi.launch import owner
 
     pods = []
     for name in (COMPONENT_POD, COMPONENT_POD + "-retry"):
@@ -659,7 +660,7 @@ def test_owner_hand_over_without_patch_permission_is_logged_not_fatal(kube, tmp_
     launcher.Launcher(kube.api_client(), backoff=FAST, owner_pod=first).create_or_attach(
         make_job(), record)
     kube.fail_next(5, 403, method="PATCH")
-    with caplog.at_level("WARNING", logger="kfp_gpu.mpi.launcher"):
+    with caplog.at_level("WARNING", logger="kfp_gpu.mpi.launch.launcher"):
         result, _ = run(kube, make_job(), record, owner_pod=retry)
     assert result.reattached and result.status == "Succeeded"
     assert kube.count("PATCH", MPIJOBS) == 1  # 403 is not retried
@@ -674,7 +675,7 @@ def test_owner_hand_over_without_patch_permission_is_logged_not_fatal(kube, tmp_
     ("other-ns", COMPONENT_POD, "1234-abcd"),    # the job goes to another namespace
 ])
 def test_no_usable_pod_means_no_owner_and_no_error(kube, tmp_path, pod):
-    from kfp_gpu.mpi import owner
+    from kfp_gpu.mpi.launch import owner
 
     kube.controller = ScriptedController(outcome="Succeeded", log=["ok"])
     result, _ = run(kube, make_job(), tmp_path / "rec.json",
@@ -684,7 +685,7 @@ def test_no_usable_pod_means_no_owner_and_no_error(kube, tmp_path, pod):
 
 
 def test_owner_pod_from_the_kfp_environment(tmp_path):
-    from kfp_gpu.mpi import owner
+    from kfp_gpu.mpi.launch import owner
 
     ns_file = tmp_path / "namespace"
     ns_file.write_text("ml\n")
@@ -703,7 +704,7 @@ def test_every_request_of_a_launch_carries_a_timeout(kube, tmp_path, monkeypatch
     with a ``_request_timeout``: a total, or connect and read both set."""
     from kubernetes.client import rest
 
-    from kfp_gpu.mpi import owner
+    from kfp_gpu.mpi.launch import owner
 
     seen: list[tuple[str, str, object]] = []
     real = rest.RESTClientObject.request
@@ -769,7 +770,7 @@ def test_a_restarted_launcher_container_prints_its_new_lines_and_no_old_one(kube
 
 
 def test_log_cursor_dedupes_by_timestamp_not_by_count():
-    from kfp_gpu.mpi.logs import _Cursor
+    from kfp_gpu.mpi.launch.logs import _Cursor
 
     c = _Cursor()
     first = ["2026-11-23T08:00:01.000000001Z a", "2026-11-23T08:00:01.000000001Z b",

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kfp_gpu.mpi import backends, launcher, trainjob
-from kfp_gpu.mpi.metrics import metrics_from_log
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.mpi.launch import launcher
+from kfp_gpu.mpi.launch.metrics import metrics_from_log
+from kfp_gpu.mpi.spec import backends, trainjob
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 from tests.test_launcher import FAST, cancel_while_running, run, wait_for
 
@@ -130,7 +131,7 @@ def test_e2e_real_cluster_trainjob(tmp_path):
     import time
 
     from kfp_gpu.build import images
-    from kfp_gpu.mpi import names
+    from kfp_gpu.mpi.spec import names
 
     ns = os.environ.get("KFP_GPU_E2E_NAMESPACE", "default")
     program = tuple(shlex.split(os.environ.get(

@@ -152,7 +152,7 @@ def test_rdma_config_and_network():
     cfg = json.loads(cm["data"]["config.json"])
     jsonschema.validate(cfg, schema("rdma-shared-device-plugin-config.schema.json"))
     # The resources the MPIJob builder knows are the ones this config advertises.
-    from kfp_gpu.mpi import network
+    from kfp_gpu.mpi.spec import network
     advertised = {f"rdma/{c['resourceName']}" for c in cfg["configList"]}
     assert {network.RDMA_SHARED_DEVICE_A, network.RDMA_HCA_SHARED_DEVICES_A} <= advertised
     (nad,) = [o for o in objs if o["kind"] == "NetworkAttachmentDefinition"]
@@ -250,7 +250,7 @@ def test_mpi_operator_is_a_pinned_release():
     from kfp_gpu.cluster import doctor
     assert m.group(1) == doctor.MPI_OPERATOR_RELEASE
     # doctor looks for the CRD of the API the MPIJob builder writes (one set of names).
-    from kfp_gpu.mpi import crd
+    from kfp_gpu.mpi.spec import crd
     assert doctor.MPIJOB_CRD == f"{crd.PLURAL}.{crd.GROUP}"
     # Upstream's release-0.8 overlay sets the floating image tag "0.8"; the exact release
     # image (published by its semver workflow) is pinned here.

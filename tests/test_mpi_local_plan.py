@@ -11,9 +11,11 @@ import copy
 
 import pytest
 
-from kfp_gpu.mpi import local_plan as lp
-from kfp_gpu.mpi import local_runner, local_status, mpijob, ssh, volumes
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.mpi.local import plan as lp
+from kfp_gpu.mpi.local import runner as local_runner
+from kfp_gpu.mpi.local import status as local_status
+from kfp_gpu.mpi.spec import mpijob, ssh, volumes
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 
 PROGRAM = ("kfp-gpu", "train-resnet", "--mode", "train")
 

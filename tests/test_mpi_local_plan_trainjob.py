@@ -18,18 +18,15 @@ import stat
 import pytest
 import yaml
 
-from kfp_gpu.mpi import (
-    local_cli,
-    local_runner,
-    local_status,
-    local_workspace,
-    mpijob,
-    trainjob,
-)
-from kfp_gpu.mpi import local_plan_trainjob as lpt
-from kfp_gpu.mpi import strategic_merge as smp
-from kfp_gpu.mpi.local_spec import Mount
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.cli import run_local as local_cli
+from kfp_gpu.mpi.local import plan_trainjob as lpt
+from kfp_gpu.mpi.local import runner as local_runner
+from kfp_gpu.mpi.local import status as local_status
+from kfp_gpu.mpi.local import workspace as local_workspace
+from kfp_gpu.mpi.local.model import Mount
+from kfp_gpu.mpi.spec import mpijob, trainjob
+from kfp_gpu.mpi.spec import strategic_merge as smp
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.test_mpi_local_plan import PROGRAM, SETTINGS
 
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from kfp_gpu import gpu
-from kfp_gpu.mpi import mpijob, mpirun, names, network, ssh, volumes
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.mpi.spec import mpijob, mpirun, names, network, ssh, volumes
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests import upstream_crds
 
 HERE = Path(__file__).parent
@@ -44,7 +44,7 @@ REQUESTS = {
 
 
 def options(**kw) -> MPIJobOptions:
-    base = {"name": names.job_name("run-0123", "train-resnet-mpijob", prefix="resnet"),
+    base = {"name": names.job_name("run-0123", "train-resnet-horovod", prefix="resnet"),
             "image": "ghcr.io/kfp-gpu/kfp-gpu-horovod:0.1.0",
             "program": ("kfp-gpu", "train-resnet", "--mode", "benchmark"),
             "namespace": "ml", "workers": 2}
@@ -152,7 +152,7 @@ def golden_options() -> MPIJobOptions:
                    nccl_debug="WARN", env={"HOROVOD_FUSION_THRESHOLD": "67108864"},
                    shm_size="64Gi", worker_cpu="90", worker_memory="900Gi",
                    active_deadline_seconds=7200, ttl_seconds_after_finished=3600,
-                   backoff_limit=1, run_id="run-0123", task_name="train-resnet-mpijob",
+                   backoff_limit=1, run_id="run-0123", task_name="train-resnet-horovod",
                    service_account="horovod-ranks")
 
 
@@ -190,7 +190,7 @@ def test_golden_reads_as_intended():
     assert worker["spec"]["containers"][0]["resources"]["limits"][
         "rdma/hca_shared_devices_a"] == "1"
     assert job["metadata"]["annotations"] == {"kfp-gpu/pipeline-run-id": "run-0123",
-                                              "kfp-gpu/task-name": "train-resnet-mpijob"}
+                                              "kfp-gpu/task-name": "train-resnet-horovod"}
 
 
 def test_schema_rejects_what_the_operator_rejects():

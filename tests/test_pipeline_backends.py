@@ -1,5 +1,5 @@
 """resnet-horovod takes the job backend (mpijob | trainjob) as a run-time pipeline
-parameter, passed to train_resnet_mpijob: one compiled YAML serves both backends."""
+parameter, passed to train_resnet_horovod: one compiled YAML serves both backends."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_resnet_horovod_compiles_with_a_backend_parameter(tmp_path, gpu):
     root = spec["root"]["inputDefinitions"]["parameters"]["backend"]
     assert (root["parameterType"], root["defaultValue"]) == ("STRING", "mpijob")
     tasks = spec["root"]["dag"]["tasks"]
-    (train,) = [t for name, t in tasks.items() if name.startswith("train-resnet-mpijob")]
+    (train,) = [t for name, t in tasks.items() if name.startswith("train-resnet-horovod")]
     assert train["inputs"]["parameters"]["backend"] == {"componentInputParameter": "backend"}
     comp = spec["components"][train["componentRef"]["name"]]
     assert comp["inputDefinitions"]["parameters"]["backend"]["defaultValue"] == "mpijob"

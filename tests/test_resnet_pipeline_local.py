@@ -1,5 +1,5 @@
 """resnet-horovod end to end under kfp.local: prep_images (real Fashion-MNIST) ->
-train_resnet_mpijob (local execution: mpirun -np 2) -> evaluate_classifier."""
+train_resnet_horovod (local execution: mpirun -np 2) -> evaluate_classifier."""
 
 import json
 from pathlib import Path
@@ -28,9 +28,9 @@ def test_resnet_horovod_pipeline_local(tmp_path, shared_data):
     assert ev["accuracy"] == pytest.approx(tr["test_accuracy"], abs=1e-6)
     assert out["passed"] is True
     record = json.loads(next(Path(summary["pipeline_root"]).rglob(
-        "train-resnet-mpijob/mpijob")).read_text())
+        "train-resnet-horovod/mpijob")).read_text())
     assert record["execution"] == "local" and record["processes"] == 2
     full = json.loads(next(Path(summary["pipeline_root"]).rglob(
-        "train-resnet-mpijob/trainer_metrics")).read_text())
+        "train-resnet-horovod/trainer_metrics")).read_text())
     assert len(full["ranks"]) == 2
     assert (Path(out["model"]["uri"]) / "model.keras").exists()

@@ -1,4 +1,4 @@
-"""Pure parts of the Horovod ResNet trainer and of train_resnet_mpijob (no MPI needed)."""
+"""Pure parts of the Horovod ResNet trainer and of train_resnet_horovod (no MPI needed)."""
 
 import gzip
 import struct
@@ -9,8 +9,8 @@ import pytest
 import yaml
 from kfp import dsl
 
-from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
-from kfp_gpu.mpi import mpijob, mpirun
+from kfp_gpu.components.train_resnet_horovod import run_training as rt
+from kfp_gpu.mpi.spec import mpijob, mpirun
 from kfp_gpu.training import horovod_config, horovod_metrics, resnet_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,11 +96,11 @@ def test_config_defaults():
 
 
 def test_execution_mode():
-    assert tj.execution_mode("auto", {}) == "local"
-    assert tj.execution_mode("auto", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "cluster"
-    assert tj.execution_mode("local", {"KUBERNETES_SERVICE_HOST": "x"}) == "local"
+    assert rt.execution_mode("auto", {}) == "local"
+    assert rt.execution_mode("auto", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "cluster"
+    assert rt.execution_mode("local", {"KUBERNETES_SERVICE_HOST": "x"}) == "local"
     with pytest.raises(ValueError, match="accepted"):
-        tj.execution_mode("remote")
+        rt.execution_mode("remote")
 
 
 @pytest.mark.parametrize("resources,text", [
@@ -110,14 +110,14 @@ def test_execution_mode():
     ({"requests": {"cnvrg.io/metagpu": "50"}}, "metagpu:50"),
     ({"limits": {"cpu": "2"}}, "none"), (None, "none")])
 def test_gpu_from_resources(resources, text):
-    assert tj.gpu_from_resources(resources) == text
+    assert rt.gpu_from_resources(resources) == text
 
 
 def test_gpu_from_resources_errors():
     with pytest.raises(ValueError, match="integer"):
-        tj.gpu_from_resources({"limits": {"nvidia.com/gpu": "0.5"}})
+        rt.gpu_from_resources({"limits": {"nvidia.com/gpu": "0.5"}})
     with pytest.raises(ValueError, match="one"):
-        tj.gpu_from_resources({"limits": {"nvidia.com/gpu": 1, "cnvrg.io/metagpu": 1}})
+        rt.gpu_from_resources({"limits": {"nvidia.com/gpu": 1, "cnvrg.io/metagpu": 1}})
 
 
 def test_task_config_goes_to_workers_not_launcher():
@@ -126,14 +126,14 @@ def test_task_config_goes_to_workers_not_launcher():
                          tolerations=[tol], node_selector={"nvidia.com/gpu.product": "H100"},
                          env=[{"name": "KFP_GPU_SHARE", "value": "8.0"},
                               {"name": "S", "valueFrom": {"secretKeyRef": {}}}])
-    s = tj.worker_settings(cfg)
+    s = rt.worker_settings(cfg)
     assert s["gpu"] == "gpu:8" and s["env"] == {"KFP_GPU_SHARE": "8.0"}
     assert s["worker_memory"] == "64Gi"
-    args = tj.trainer_args("gs://b/w/data.npz", "", "gs://b/w", epochs=1, batch_size=32,
+    args = rt.trainer_args("gs://b/w/data.npz", "", "gs://b/w", epochs=1, batch_size=32,
                            steps_per_epoch=0, learning_rate=0.0125, lr_warmup_steps=100,
                            optimizer="sgd", model="small", blocks=2, width=16,
                            mixed_precision=True, xla=False, seed=0)
-    opts = tj.job_options(name="resnet-abc", namespace="ml", image="img", args=args, workers=2,
+    opts = rt.job_options(name="resnet-abc", namespace="ml", image="img", args=args, workers=2,
                           settings=s, rdma=True, rdma_resource="rdma/rdma_shared_device_a",
                           multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="",
                           nccl_socket_ifname="", shm_size="", run_id="r", task_name="t")
@@ -154,7 +154,7 @@ def test_task_config_goes_to_workers_not_launcher():
 
 def test_trainer_args_validate_before_launch():
     with pytest.raises(ValueError, match="optimizer"):
-        tj.trainer_args("d", "", "o", epochs=1, batch_size=32, steps_per_epoch=0,
+        rt.trainer_args("d", "", "o", epochs=1, batch_size=32, steps_per_epoch=0,
                         learning_rate=0.1, lr_warmup_steps=0, optimizer="rmsprop",
                         model="small", blocks=1, width=8, mixed_precision=False, xla=False,
                         seed=0)
@@ -166,7 +166,7 @@ def test_trainer_args_validate_before_launch():
 
 
 def test_kfp_scalar_metrics_scaling():
-    m = tj.kfp_scalar_metrics({"img_per_sec_total": 300.0, "world_size": 2,
+    m = rt.kfp_scalar_metrics({"img_per_sec_total": 300.0, "world_size": 2,
                                "weights_identical": True, "final_loss": None}, 200.0)
     assert m["scaling_efficiency"] == pytest.approx(0.75) and m["weights_identical"] == 1.0
     assert "final_loss" not in m
@@ -176,11 +176,11 @@ def test_compiled_pipeline_gpu_on_training_task_passed_through():
     spec = yaml.safe_load_all((REPO / "pipelines" / "resnet_horovod.yaml").read_text())
     docs = list(spec)
     comps = docs[0]["components"]
-    train = next(v for k, v in comps.items() if "train-resnet-mpijob" in k)
+    train = next(v for k, v in comps.items() if "train-resnet-horovod" in k)
     assert {p["field"] for p in train["taskConfigPassthroughs"]} >= {
         "RESOURCES", "KUBERNETES_TOLERATIONS", "KUBERNETES_NODE_SELECTOR"}
     execs = docs[0]["deploymentSpec"]["executors"]
-    train_exec = next(v for k, v in execs.items() if "train-resnet-mpijob" in k)
+    train_exec = next(v for k, v in execs.items() if "train-resnet-horovod" in k)
     acc = train_exec["container"]["resources"]["accelerator"]
     assert acc["resourceType"] == "nvidia.com/gpu" and str(acc["resourceCount"]) == "8"
     assert "kfp-gpu-trainer" in train_exec["container"]["image"]

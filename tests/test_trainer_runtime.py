@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kfp_gpu.build import images
-from kfp_gpu.mpi import ssh as mj
+from kfp_gpu.mpi.spec import ssh as mj
 from tests import upstream_crds
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,9 +18,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kfp_gpu.mpi import mpijob, network, ssh, trainjob
-from kfp_gpu.mpi.options import MPIJobOptions
-from kfp_gpu.mpi.volumes import PvcMount
+from kfp_gpu.mpi.spec import mpijob, network, ssh, trainjob
+from kfp_gpu.mpi.spec.options import MPIJobOptions
+from kfp_gpu.mpi.spec.volumes import PvcMount
 from tests import upstream_crds
 from tests.test_mpijob import REQUESTS, golden_options, options
 
@@ -148,7 +148,7 @@ def test_golden_options_read_as_intended():
         "name": golden().name, "namespace": "ml",
         "labels": {"app.kubernetes.io/managed-by": "kfp-gpu"},
         "annotations": {"kfp-gpu/pipeline-run-id": "run-0123",
-                        "kfp-gpu/task-name": "train-resnet-mpijob"}}
+                        "kfp-gpu/task-name": "train-resnet-horovod"}}
     spec = job["spec"]
     assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org",
                                   "kind": "ClusterTrainingRuntime", "name": "kfp-gpu-horovod"}
@@ -223,11 +223,11 @@ def test_what_the_mpi_plugin_adds_for_the_local_runner():
 
 
 def test_one_worker_warns_about_the_idle_node_pod(caplog):
-    with caplog.at_level("WARNING", logger="kfp_gpu.mpi.trainjob"):
+    with caplog.at_level("WARNING", logger="kfp_gpu.mpi.spec.trainjob"):
         job = trainjob.build(options(workers=1))
     assert job["spec"]["trainer"]["numNodes"] == 1
     assert "workers=1" in caplog.text and "idle" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="kfp_gpu.mpi.trainjob"):
+    with caplog.at_level("WARNING", logger="kfp_gpu.mpi.spec.trainjob"):
         trainjob.build(options(workers=2))
     assert caplog.text == ""

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kfp_gpu.mpi import ssh
+from kfp_gpu.mpi.spec import ssh
 from kfp_gpu.training import worker_env
 
 

@@ -11,8 +11,8 @@ import resource
 
 import pytest
 
-from kfp_gpu.mpi import mpijob, network, trainjob
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.mpi.spec import mpijob, network, trainjob
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 from kfp_gpu.training import worker_start as ws
 
 INF = resource.RLIM_INFINITY

@@ -1,4 +1,4 @@
-"""``kfp-gpu mpijob`` sub-commands (library: :mod:`kfp_gpu.mpi.local_cli`).
+"""``kfp-gpu mpijob`` sub-commands (library: :mod:`kfp_gpu.cli.run_local`).
 
 ``kfp-gpu mpijob run-local FILE`` runs an MPIJob file as local Docker containers the way
 mpi-operator v0.8.2 would run it on a cluster, or a TrainJob file (``--runtime``: its
@@ -42,7 +42,7 @@ def run_local_command(
         typer.Exit: with the runner's exit code; code 2 with the message on a ValueError
             (bad file, bad --pvc, unsupported volume kinds, no runtime for a TrainJob).
     """
-    from kfp_gpu.mpi import local_cli
+    from kfp_gpu.cli import run_local as local_cli
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:

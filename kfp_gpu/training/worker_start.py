@@ -1,10 +1,10 @@
 """Entry of a Worker container: check the RDMA memlock limit, hand the device env on, exec sshd.
 
 ``python -m kfp_gpu.training.worker_start /usr/sbin/sshd -De -f /home/mpiuser/.sshd_config``
-(:data:`kfp_gpu.mpi.ssh.DEFAULT_WORKER_COMMAND`) does, in order:
+(:data:`kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND`) does, in order:
 
 1. RDMA memlock check (issue 11 item 14), only when the builder asked for RDMA
-   (:data:`RDMA_ENV` ``=1``, set by :meth:`kfp_gpu.mpi.network.Network.worker_env`) and an
+   (:data:`RDMA_ENV` ``=1``, set by :meth:`kfp_gpu.mpi.spec.network.Network.worker_env`) and an
    RDMA device is mounted (``/dev/infiniband/uverbs*``, what k8s-rdma-shared-dev-plugin
    hands a pod). Registering memory for RDMA verbs (``ibv_reg_mr``) pins it, and the kernel
    refuses pinning beyond ``RLIMIT_MEMLOCK`` unless the process holds ``CAP_IPC_LOCK``
@@ -53,7 +53,7 @@ _FIX = ("Fix one of: (a) give containers an unlimited memlock limit in the conta
         "with LimitMEMLOCK=infinity, then restart containerd), CRI-O: default_ulimits = "
         "[\"memlock=-1:-1\"] under [crio.runtime] in crio.conf, Docker: --ulimit memlock=-1 "
         "(or \"default-ulimits\" in daemon.json); (b) run the Workers as root, where IPC_LOCK "
-        "lifts the limit (ssh=kfp_gpu.mpi.ssh.ROOT_SSH with a root image); (c) turn RDMA off "
+        "lifts the limit (ssh=kfp_gpu.mpi.spec.ssh.ROOT_SSH with a root image); (c) turn RDMA off "
         "(rdma=False: NCCL uses TCP sockets).")
 
 

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
-from kfp_gpu.components.train_resnet_mpijob import trainjob as tj
-from kfp_gpu.mpi import local_runner, network, ssh, volumes
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.components.train_resnet_horovod import run_training as rt
+from kfp_gpu.mpi.local import runner as local_runner
+from kfp_gpu.mpi.spec import network, ssh, volumes
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 
 UID = ssh.MPI_USER_ID
 
@@ -87,14 +88,14 @@ def resnet_options(name: str, image: str) -> MPIJobOptions:
     """2 Workers x 1 slot training the small ResNet for 6 steps on Fashion-MNIST read from
     the PVC ``fashion`` at /data, writing to the PVC ``work`` at /work (``run/``): the same
     options for an MPIJob (``mpijob.build``) and a TrainJob (``trainjob.build``)."""
-    args = tj.trainer_args(
+    args = rt.trainer_args(
         "/data/fashion-mnist", "", "/work/run", epochs=1, batch_size=32, steps_per_epoch=6,
         learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
         width=8, mixed_precision=False, xla=False, seed=7)
-    settings = {**tj.cpu_worker_settings(),
+    settings = {**rt.cpu_worker_settings(),
                 "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
                             volumes.PvcMount("work", "/work"))}
-    return tj.job_options(
+    return rt.job_options(
         name=name, namespace="ci", image=image, args=args, workers=2,
         settings=settings, rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A,
         multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",

@@ -3,7 +3,7 @@
 :class:`tests.doubles.k8s_api.FakeKube` calls ``controller.run(kube, ns, name)`` in a thread
 when an MPIJob is created and ``controller.on_delete(kube, plural, ns, name)`` when one is
 deleted. :class:`RunnerController` hands the stored MPIJob -- the exact object the component
-POSTed -- to :class:`kfp_gpu.mpi.local_runner.LocalMPIJobRunner`, which runs Launcher and
+POSTed -- to :class:`kfp_gpu.mpi.local.runner.LocalMPIJobRunner`, which runs Launcher and
 Workers as containers; it copies the runner's status into the stored object (what the
 operator's status update does), shows the Launcher container as the Launcher pod (labels
 ``training.kubeflow.org/job-name`` / ``job-role: launcher``, kubeflow/mpi-operator
@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Mapping
 
-from kfp_gpu.mpi import local_runner
+from kfp_gpu.mpi.local import runner as local_runner
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The whole cluster chain once, in containers: the ``train_resnet_mpijob`` component runs in
+"""The whole cluster chain once, in containers: the ``train_resnet_horovod`` component runs in
 the image its compiled YAML names, as a KFP pod runs it (executor input, in-cluster
 service-account files, ``KUBERNETES_SERVICE_HOST``/``PORT``, Argo's emissary as PID 1:
 tests/containers/kfp_pod.py), against the Kubernetes API double served over HTTPS on the
@@ -25,7 +25,7 @@ import pytest
 from kfp import dsl
 
 from kfp_gpu.components.prep_images.component import prep_images
-from kfp_gpu.mpi import local_runner
+from kfp_gpu.mpi.local import runner as local_runner
 from tests.containers import kfp_pod
 from tests.containers.engine import LABEL
 from tests.containers.runner_controller import RunnerController
@@ -35,7 +35,7 @@ from tests.doubles.k8s_api import FakeKube
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPONENT = ROOT / "components" / "train_resnet_mpijob" / "component.yaml"
+COMPONENT = ROOT / "components" / "train_resnet_horovod" / "component.yaml"
 NS = "team-a"
 CLAIM = "resnet-work"
 MOUNT = "/mnt/work"
@@ -84,7 +84,7 @@ class Chain:
     def start(self, datasets: Path, **params):
         from docker.types import Mount
 
-        task_root = self.root / "train-resnet-mpijob"
+        task_root = self.root / "train-resnet-horovod"
         task_root.mkdir(mode=0o777)
         os.chmod(task_root, 0o1777)
         task_config = {  # what the KFP driver passes through (kfp.kubernetes.mount_pvc)

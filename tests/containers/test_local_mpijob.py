@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kfp_gpu.mpi import local_runner, mpijob, ssh, volumes
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.mpi.local import runner as local_runner
+from kfp_gpu.mpi.spec import mpijob, ssh, volumes
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.containers import local_jobs
 from tests.containers.local_jobs import assert_gone
 

@@ -1,4 +1,4 @@
-"""The local runner for a TrainJob: the TrainJob kfp_gpu.mpi.trainjob builds, on the
+"""The local runner for a TrainJob: the TrainJob kfp_gpu.mpi.spec.trainjob builds, on the
 project's ClusterTrainingRuntime (manifests/trainer/horovod-runtime.yaml, read from the
 file), run as containers of the horovod image the way Kubeflow Trainer v2.3.0 + JobSet
 would run it: ``node`` pods running the runtime's sshd, the ``launcher`` pod (rank host
@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kfp_gpu.mpi import local_cli, local_runner, ssh, trainjob
-from kfp_gpu.mpi.options import MPIJobOptions
+from kfp_gpu.cli import run_local as local_cli
+from kfp_gpu.mpi.local import runner as local_runner
+from kfp_gpu.mpi.spec import ssh, trainjob
+from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.containers import local_jobs
 from tests.containers.local_jobs import assert_gone
 

@@ -84,7 +84,7 @@ def test_cli_answers(name, image, run_in):
 
 
 def test_launcher_entry_point_answers(image, run_in):
-    """`python -m kfp_gpu.mpi.launcher` is what the launcher image is for."""
+    """`python -m kfp_gpu.mpi.launch.launcher` is what the launcher image is for."""
     out = run_in(image("launcher"), ["python", "-m", module_path("launcher.py"), "--help"])
     assert "usage" in out.check().lower()
 
@@ -100,7 +100,7 @@ def test_kfp_executor_and_tensorflow_run(name, image, run_in):
 
 
 def test_horovod_trainer_entry_point_answers(image, run_in):
-    """What the MPIJob's ranks run (kfp_gpu.mpi.options: program kfp-gpu train-resnet)."""
+    """What the MPIJob's ranks run (kfp_gpu.mpi.spec.options: program kfp-gpu train-resnet)."""
     out = run_in(image("horovod"), ["kfp-gpu", "train-resnet", "--help"]).check()
     assert "--epochs" in out and "--steps" in out and "--allreduce" in out
 

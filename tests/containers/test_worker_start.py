@@ -1,4 +1,4 @@
-"""Issue 11 item 14 for real: the Worker command (kfp_gpu.mpi.ssh.DEFAULT_WORKER_COMMAND)
+"""Issue 11 item 14 for real: the Worker command (kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND)
 in the horovod image as uid 1000, with KFP_GPU_RDMA=1 and a verbs device node, under the
 memlock limits a container runtime hands out (docker ``--ulimit``).
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from kfp_gpu.mpi import ssh
+from kfp_gpu.mpi.spec import ssh
 from kfp_gpu.training import worker_start
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(300)]

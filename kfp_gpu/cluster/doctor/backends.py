@@ -27,7 +27,7 @@ from kfp_gpu.cluster.doctor.model import (
     RuntimeFacts,
     api_error,
 )
-from kfp_gpu.mpi import crd, trainjob
+from kfp_gpu.mpi.spec import crd, trainjob
 
 TRAINER_RELEASE = "v2.3.0"
 JOBSET_RELEASE = "v0.12.0"

@@ -1,5 +1,5 @@
 """Doctor, subject CRDs (apiextensions.k8s.io/v1): the MPI Operator's
-``mpijobs.kubeflow.org`` (the suite writes ``kubeflow.org/v2beta1``, :mod:`kfp_gpu.mpi.crd`)
+``mpijobs.kubeflow.org`` (the suite writes ``kubeflow.org/v2beta1``, :mod:`kfp_gpu.mpi.spec.crd`)
 and the KAI Scheduler / Run:ai ``queues.scheduling.run.ai`` (serves ``fraction`` /
 ``gpu-memory`` requests); and those of the TrainJob backend
 (:data:`kfp_gpu.cluster.doctor.backends.CRDS`: Trainer's TrainJob / ClusterTrainingRuntime,
@@ -11,7 +11,7 @@ import json
 
 from kfp_gpu.cluster.doctor.backends import CRDS as BACKEND_CRDS
 from kfp_gpu.cluster.doctor.model import ClusterFacts, Crd, Needs, Report, api_error
-from kfp_gpu.mpi import crd
+from kfp_gpu.mpi.spec import crd
 
 MPI_OPERATOR_RELEASE = "v0.8.2"
 MPIJOB_CRD = crd.CRD_NAME

@@ -20,7 +20,7 @@ def needs_from_request(request: gpu.GpuRequest, *, mpi: bool = False,
 
 
 #: Components that create an MPIJob (their ``--function_to_execute``).
-MPIJOB_COMPONENTS = ("train_resnet_mpijob",)
+MPIJOB_COMPONENTS = ("train_resnet_horovod",)
 
 
 def _creates_mpijob(container: dict) -> bool:

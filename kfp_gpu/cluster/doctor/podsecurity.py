@@ -12,7 +12,7 @@ unless the cluster administrator changed it).
 - ``baseline``, control "Capabilities": adding any capability beyond ``AUDIT_WRITE, CHOWN,
   DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP,
   SETUID, SYS_CHROOT`` is forbidden, so a root Worker with ``rdma=True`` (it adds
-  ``IPC_LOCK``, :func:`kfp_gpu.mpi.mpijob.worker_may_run_as_root`) is rejected at
+  ``IPC_LOCK``, :func:`kfp_gpu.mpi.spec.mpijob.worker_may_run_as_root`) is rejected at
   ``enforce: baseline`` or ``restricted``; the default Workers run as uid 1000 and add none.
 - ``restricted`` further requires ``runAsNonRoot: true``, ``allowPrivilegeEscalation:
   false``, ``capabilities.drop: [ALL]`` and a ``seccompProfile`` on every container, which

@@ -9,7 +9,7 @@ import json
 
 from kfp_gpu.cluster.doctor.backends import BACKEND_RESOURCES, BACKENDS
 from kfp_gpu.cluster.doctor.model import Access, ClusterFacts, Needs, Report, api_error
-from kfp_gpu.mpi import crd, trainjob
+from kfp_gpu.mpi.spec import crd, trainjob
 
 #: (apiGroup, resource[/subresource], verb) the launcher needs: manifests/rbac/role.yaml.
 LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (

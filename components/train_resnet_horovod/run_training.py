@@ -1,0 +1,376 @@
+"""train_resnet_horovod logic: run the Horovod trainer locally (mpirun) or as an MPIJob.
+
+Pure helpers (:func:`execution_mode`, :func:`gpu_from_resources`, :func:`worker_settings`,
+:func:`trainer_args`, :func:`job_options`; the mpirun line: :mod:`kfp_gpu.mpi.spec.mpirun`)
+are separate from the two runners with I/O, :func:`run_local` and :func:`run_cluster`;
+rank 0's metrics and the KFP scalars are in :mod:`.results` (re-exported here).
+
+KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with ``task_config_passthroughs``
+the task's resources, tolerations, node selector, env and volumes (Kubernetes JSON) are
+not applied to the task's own pod but handed to the component; :func:`worker_settings`
+turns them into the Worker settings. Volumes pass with ``apply_to_task=True``: a PVC from
+``kfp.kubernetes.mount_pvc`` is on the task's pod AND on the Workers (:func:`pvc_mounts`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from kfp_gpu import storage
+from kfp_gpu.components.train_resnet_horovod.results import (  # noqa: F401 - rt.<name>
+    CONSISTENCY_KEYS,
+    choose_metrics,
+    kfp_scalar_metrics,
+    read_metrics_file,
+)
+from kfp_gpu.mpi.spec import mpirun
+
+log = logging.getLogger(__name__)
+
+EXECUTIONS = ("auto", "local", "cluster")
+#: Set in every pod by Kubernetes; absent under kfp.local on a workstation.
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+DATA_FILE = "data.npz"
+
+
+def execution_mode(execution: str, environ: Mapping[str, str] | None = None) -> str:
+    """``local`` or ``cluster``: ``auto`` is ``cluster`` inside a Kubernetes pod, else ``local``.
+
+    Raises:
+        ValueError: ``execution`` not one of auto, local, cluster.
+    """
+    if execution not in EXECUTIONS:
+        raise ValueError(f"execution {execution!r}; accepted: {', '.join(EXECUTIONS)}")
+    if execution != "auto":
+        return execution
+    env = os.environ if environ is None else environ
+    return "cluster" if env.get(IN_CLUSTER_ENV) else "local"
+
+
+def gpu_from_resources(resources: Mapping | None) -> str:
+    """The kfp_gpu.gpu request text for the accelerator in Kubernetes ``resources``.
+
+    ``nvidia.com/gpu: N`` -> ``gpu:N``; ``nvidia.com/gpu.shared: N`` ->
+    ``shared:N,renamed=true``; ``nvidia.com/mig-<P>: 1`` -> ``mig:<P>``;
+    ``cnvrg.io/metagpu: U`` -> ``metagpu:U``; none of these -> ``none``. Limits win over
+    requests (KFP writes the accelerator as a limit).
+
+    Raises:
+        ValueError: a non-integer count, or more than one accelerator resource.
+    """
+    from kfp_gpu import gpu
+
+    res = resources or {}
+    merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+    found = []
+    for name, qty in merged.items():
+        if name == gpu.GPU_RESOURCE:
+            found.append(("gpu", qty, ""))
+        elif name == gpu.SHARED_RESOURCE:
+            found.append(("shared", qty, ",renamed=true"))
+        elif name.startswith("nvidia.com/mig-"):
+            found.append(("mig", name[len("nvidia.com/mig-"):], ""))
+        elif name == gpu.METAGPU_RESOURCE:
+            found.append(("metagpu", qty, ""))
+    if not found:
+        return "none"
+    if len(found) > 1:
+        raise ValueError(f"more than one accelerator resource in {sorted(merged)}; "
+                         "a task carries one")
+    kind, value, suffix = found[0]
+    if kind != "mig":
+        text = str(value)
+        if not text.isdigit():
+            raise ValueError(f"accelerator count must be an integer, got {value!r}")
+        value = int(text)
+    return f"{kind}:{value}{suffix}"
+
+
+def pvc_mounts(volumes: Sequence[Mapping] | None,
+               volume_mounts: Sequence[Mapping] | None) -> tuple:
+    """The PVC mounts of a task, as ``kfp_gpu.mpi.spec.volumes.PvcMount`` tuples.
+
+    ``volumes`` / ``volume_mounts`` are the task's Kubernetes Volume / VolumeMount lists as
+    the KFP driver passes them through (``TaskConfig.volumes`` / ``.volume_mounts``; for
+    ``kfp.kubernetes.mount_pvc`` the driver names the volume after the claim, backend
+    ``driver/k8s.go`` ``makeVolumeMountPatch``). Each mount of a volume with a
+    ``persistentVolumeClaim`` source becomes one ``PvcMount(claim, mountPath, readOnly,
+    subPath)`` (read-only if the mount or the claim source says so). Mounts of other volume
+    kinds (Secrets, ConfigMaps, emptyDirs) are left out, with a warning: the Workers get
+    only PVCs.
+
+    Raises:
+        ValueError: a mount names no volume in ``volumes``, or a PvcMount is invalid.
+    """
+    from kfp_gpu.mpi.spec.volumes import PvcMount
+
+    by_name = {v.get("name"): v for v in volumes or []}
+    out = []
+    for m in volume_mounts or []:
+        vol = by_name.get(m.get("name"))
+        if vol is None:
+            raise ValueError(f"volume mount {m!r} names no volume of the task; accepted: "
+                             "mounts of volumes listed in TaskConfig.volumes")
+        pvc = vol.get("persistentVolumeClaim")
+        if not pvc:
+            log.warning("volume %r (%s) is not a PVC; not mounted on the MPIJob Workers",
+                        vol.get("name"), ", ".join(k for k in vol if k != "name"))
+            continue
+        out.append(PvcMount(
+            claim_name=pvc.get("claimName", ""), mount_path=m.get("mountPath", ""),
+            read_only=bool(m.get("readOnly") or pvc.get("readOnly")),
+            sub_path=m.get("subPath", "") or "").validate())
+    return tuple(out)
+
+
+def resolve_work_dir(work_dir: str, model_uri: str, mounts: Sequence, default_name: str,
+                     what: str = "work_dir") -> str:
+    """Where the Workers read the staged data and rank 0 writes model, checkpoints and
+    ``metrics.json`` (cluster execution); no trailing ``/``. ``what`` names the setting in
+    errors (``checkpoint_dir`` is checked the same way when given).
+
+    Accepted: a ``gs://`` URI, or an absolute path at or under the ``mount_path`` of a
+    writable PVC in ``mounts`` (mounted on this task's pod and on the Workers at the same
+    path). Empty: ``<model_uri>-work`` when the model artifact is on ``gs://``, else
+    ``<first writable PVC mount>/<default_name>`` (the MPIJob name: one directory per run
+    and task).
+
+    Raises:
+        ValueError: a local ``work_dir`` outside every writable PVC mount (it would exist
+            only in this pod), or no ``gs://`` and no PVC to default to; the message names
+            the fix (``kfp.kubernetes.mount_pvc`` on the task, or a ``gs://`` work_dir).
+    """
+    fix = ("mount a ReadWriteMany PVC on the task with kfp.kubernetes.mount_pvc(task, "
+           f"pvc_name=..., mount_path='/mnt/shared') and set {what} under that path (or "
+           f"leave it empty), or use a gs:// {what}")
+    writable = [m for m in mounts if not m.read_only]
+    if not work_dir:
+        if storage.is_gcs(model_uri):
+            return model_uri.rstrip("/") + "-work"
+        if writable:
+            return f"{writable[0].mount_path.rstrip('/')}/{default_name}"
+        raise ValueError(f"cluster execution needs a {what} the Workers can reach; the model "
+                         f"artifact {model_uri!r} is not on gs:// and no PVC is mounted: {fix}")
+    if storage.is_gcs(work_dir):
+        return work_dir.rstrip("/")
+    import posixpath
+
+    if not work_dir.startswith("/"):
+        raise ValueError(f"{what} {work_dir!r} is neither gs:// nor an absolute path: {fix}")
+    norm = posixpath.normpath(work_dir)
+    if not any(m.covers(norm) for m in writable):
+        shown = ", ".join(f"{m.mount_path} ({m.claim_name}{', read-only' if m.read_only else ''})"
+                          for m in mounts) or "none"
+        raise ValueError(f"{what} {work_dir!r} is not under a writable PVC mounted on the "
+                         f"task (mounted: {shown}), so the Workers cannot see it: {fix}")
+    return norm
+
+
+def cpu_worker_settings() -> dict:
+    """CPU-only Worker settings, keys as :func:`worker_settings` (asked for explicitly)."""
+    return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {}, "worker_cpu": "",
+            "worker_memory": "", "worker_cpu_limit": "", "worker_memory_limit": "",
+            "volumes": ()}
+
+
+def worker_settings(task_config) -> dict:
+    """MPIJob Worker settings from a ``dsl.TaskConfig`` (or None): a dict with ``gpu``
+    (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
+    with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
+    limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
+    ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of
+    :class:`kfp_gpu.mpi.spec.volumes.PvcMount`, :func:`pvc_mounts`).
+
+    Raises:
+        ValueError: ``task_config`` is None (a KFP backend too old to pass it).
+    """
+    if task_config is None:
+        raise ValueError("no task_config, so the Workers' GPUs and placement are unknown: "
+                         "task_config_passthroughs needs a KFP backend >= 2.15.0 "
+                         "(kubeflow/pipelines PR #12185); for CPU use cpu_worker_settings()")
+    res = task_config.resources or {}
+    requests, limits = res.get("requests") or {}, res.get("limits") or {}
+    return {
+        "gpu": gpu_from_resources(res),
+        "tolerations": list(task_config.tolerations or []),
+        "node_selector": dict(task_config.node_selector or {}),
+        "env": {e["name"]: str(e["value"]) for e in (task_config.env or [])
+                if "value" in e and e.get("name")},
+        "worker_cpu": str(requests.get("cpu", limits.get("cpu", ""))),
+        "worker_memory": str(requests.get("memory", limits.get("memory", ""))),
+        "worker_cpu_limit": str(limits.get("cpu", "")),
+        "worker_memory_limit": str(limits.get("memory", "")),
+        "volumes": pvc_mounts(task_config.volumes, task_config.volume_mounts),
+    }
+
+
+def trainer_args(data: str, test_data: str, output_dir: str, *, epochs: int, batch_size: int,
+                 steps_per_epoch: int, learning_rate: float, lr_warmup_steps: int,
+                 optimizer: str, model: str, blocks: int, width: int, mixed_precision: bool,
+                 xla: bool, seed: int, model_dir: str = "", metrics_path: str = "",
+                 checkpoint_dir: str = "") -> list[str]:
+    """The ``train-resnet`` flags (argv after the program) for train mode.
+
+    Validates them through :class:`kfp_gpu.training.horovod_config.HorovodConfig` first.
+
+    Raises:
+        ValueError: an out-of-range setting (before anything is launched).
+    """
+    from kfp_gpu.training import horovod_config
+
+    horovod_config.HorovodConfig(
+        mode="train", model=model, data=data, test_data=test_data, batch_size=batch_size,
+        epochs=epochs, steps=steps_per_epoch, lr=learning_rate, lr_warmup_steps=lr_warmup_steps,
+        optimizer=optimizer, blocks=blocks, width=width).resolved()
+    args = ["--mode", "train", "--data", data, "--epochs", str(epochs),
+            "--batch-size", str(batch_size), "--steps", str(steps_per_epoch),
+            "--lr", repr(float(learning_rate)), "--lr-warmup-steps", str(lr_warmup_steps),
+            "--optimizer", optimizer, "--model", model, "--blocks", str(blocks),
+            "--width", str(width), "--seed", str(seed), "--output-dir", output_dir]
+    if test_data:
+        args += ["--test-data", test_data]
+    for flag, value in (("--model-dir", model_dir), ("--metrics-path", metrics_path),
+                        ("--checkpoint-dir", checkpoint_dir)):
+        if value:
+            args += [flag, value]
+    if mixed_precision:
+        args.append("--mixed-precision")
+    if xla:
+        args.append("--xla")
+    return args
+
+
+def run_local(args: Sequence[str], np_: int, metrics_path: str) -> dict:
+    """Run the trainer with ``mpirun -np np_`` on this machine; return rank 0's metrics.
+
+    The program is ``python -m kfp_gpu.cli.train_resnet`` of this interpreter, so the
+    ranks use the same environment as the component.
+
+    Raises:
+        RuntimeError: mpirun exits non-zero (its last output lines in the message).
+    """
+    program = [sys.executable, "-m", "kfp_gpu.cli.train_resnet", *args]
+    cmd = mpirun.mpirun_command(np_, program, mpirun=mpirun.find_mpirun(),
+                                as_root=os.geteuid() == 0, local=True)
+    log.info("running %s", " ".join(cmd))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace", check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if "GetPrototype" not in ln]
+    for ln in lines:
+        if ln.startswith(("[rank", "METRICS", "INFO kfp_gpu")) or "Error" in ln:
+            print(ln, flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"mpirun exited {proc.returncode}:\n" + "\n".join(lines[-30:]))
+    return json.loads(Path(metrics_path).read_text(encoding="utf-8"))
+
+
+def stage_data(train_path: str, test_path: str, dest: str) -> str:
+    """Write the train/test Datasets as one ``.npz`` (x_train, y_train, x_test, y_test) at
+    ``dest`` (``gs://`` or a shared-PVC path the Workers see); returns ``dest``."""
+    from kfp_gpu.training import datasets
+
+    xtr, ytr = datasets.load_arrays(train_path)
+    xte, yte = datasets.load_arrays(test_path)
+    with tempfile.TemporaryDirectory(prefix="kfp-gpu-stage-") as tmp:
+        f = Path(tmp) / DATA_FILE
+        np.savez(f, x_train=xtr, y_train=ytr, x_test=xte, y_test=yte)
+        storage.upload(f, dest)
+    return dest
+
+
+def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], workers: int,
+                settings: Mapping, rdma: bool, rdma_resource: str, multus_networks: str,
+                nccl_ib_hca: str, nccl_net_gdr_level: str, nccl_socket_ifname: str,
+                shm_size: str, run_id: str, task_name: str, gpu_override: str = "",
+                policy: Mapping | None = None):
+    """``kfp_gpu.mpi.spec.options.MPIJobOptions`` for the trainer, validated.
+
+    The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
+    accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
+    The task's PVCs (``settings["volumes"]``) are mounted on the Workers at the same paths,
+    with pod ``fsGroup`` 1000 (``mpiuser``) so the non-root ranks can write to them.
+    ``policy``: run-policy and scheduling options by name (:func:`policy_settings`).
+
+    Raises:
+        ValueError: from ``MPIJobOptions.validate`` (names the field and accepted values).
+    """
+    from kfp_gpu.mpi.spec import network, options, ssh
+
+    volumes = tuple(settings.get("volumes") or ())
+    opts = options.MPIJobOptions(
+        name=name, namespace=namespace, image=image,
+        program=("kfp-gpu", "train-resnet", *args), env=dict(settings["env"]),
+        replicas=options.Replicas(workers=workers, gpu=gpu_override or settings["gpu"]),
+        network=network.Network(
+            rdma=rdma, rdma_resource=rdma_resource, multus_networks=multus_networks,
+            nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
+            nccl_socket_ifname=nccl_socket_ifname),
+        resources=options.Resources(
+            worker_cpu=settings["worker_cpu"], worker_memory=settings["worker_memory"],
+            worker_cpu_limit=settings.get("worker_cpu_limit", ""),
+            worker_memory_limit=settings.get("worker_memory_limit", ""), shm_size=shm_size),
+        placement=options.Placement(
+            tolerations=list(settings["tolerations"]),
+            node_selector=dict(settings["node_selector"]), volumes=volumes),
+        ssh=ssh.SshOptions(fs_group=ssh.MPI_USER_ID if volumes else None),
+        metadata=options.JobMetadata(run_id=run_id, task_name=task_name))
+    return opts.replace(**dict(policy or {})).validate()
+
+
+def policy_settings(active_deadline_seconds: int = 0, backoff_limit: int = 0,
+                    min_available: int = 0, queue: str = "", priority_class: str = "",
+                    schedule_timeout_seconds: int = 0,
+                    min_resources: Mapping[str, str] | None = None) -> dict:
+    """The component's run-policy and gang-scheduling parameters as
+    ``MPIJobOptions.from_settings`` keywords: 0 means unset (None) for the optional
+    numbers (``backoff_limit`` 0 is a value: no retry); empty strings and an empty
+    ``min_resources`` stay unset."""
+    return {"active_deadline_seconds": active_deadline_seconds or None,
+            "backoff_limit": backoff_limit,
+            "min_available": min_available or None, "queue": queue,
+            "priority_class": priority_class,
+            "schedule_timeout_seconds": schedule_timeout_seconds or None,
+            "min_resources": dict(min_resources or {})}
+
+
+def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str, *,
+                pending_timeout_s: float = 600) -> dict:
+    """Launch the MPIJob (kfp_gpu.mpi.launch.launcher), then fetch the model and the metrics.
+
+    The job is owned by this pod (``kfp_gpu.mpi.launch.owner.from_environment``: KFP sets
+    ``KFP_POD_NAME``/``KFP_POD_UID``), so it is garbage-collected if this pod goes without
+    cancelling it; ``pending_timeout_s`` as in ``kfp_gpu.mpi.launch.launcher.launch``.
+
+    Returns:
+        rank 0's metrics: ``<work_dir>/metrics.json`` (with the per-rank ``ranks`` list)
+        when readable, else the launcher log's ``METRICS {json}`` line
+        (:func:`choose_metrics`); plus ``metrics_source`` (``file``/``log``) and
+        ``reattached``.
+
+    Raises:
+        kfp_gpu.mpi.launch.launcher.MPIJobFailed / LaunchCancelled: from the launcher.
+        RuntimeError: no metrics in either place.
+        FileNotFoundError: no model under ``<work_dir>/model``.
+    """
+    from kfp_gpu.mpi.launch import launcher, owner
+    from kfp_gpu.mpi.launch.metrics import metrics_from_log
+    from kfp_gpu.training import horovod_config
+
+    result = launcher.launch(job, record_path, pending_timeout_s=pending_timeout_s,
+                             owner_pod=owner.from_environment())
+    metrics, source = choose_metrics(
+        read_metrics_file(f"{work_dir}/{horovod_config.METRICS_FILE}"),
+        metrics_from_log(result.log_tail))
+    storage.download_dir(f"{work_dir}/model", model_path)
+    metrics["metrics_source"] = source
+    metrics["reattached"] = bool(result.reattached)
+    return metrics

@@ -1,0 +1,318 @@
+"""Launch an MPIJob or a TrainJob and follow it to the end: the I/O side of distributed
+training. The job's apiVersion/kind picks a :class:`kfp_gpu.mpi.spec.backends.Backend` (API
+coordinates, terminal conditions, launcher pod selector and container); "MPIJob" below
+stands for either (a TrainJob ends with ``Complete``/``Failed`` and its launcher pod is
+found by JobSet's labels, container ``node``).
+
+After the remote-runner pattern of Google Cloud Pipeline Components (GCPC: a small
+launcher container creates the remote job, records it in an output so that a retried or
+resumed task finds it again, polls it to a terminal state and cancels it when the run is
+cancelled), with the official ``kubernetes`` Python client:
+
+1. **Create or re-attach**: if the record file of an earlier attempt exists and names an
+   MPIJob that still exists, re-attach to it; else ``POST`` the MPIJob; ``409
+   AlreadyExists`` (a previous attempt created it, names are deterministic per run and
+   task, :func:`kfp_gpu.mpi.spec.names.job_name`) -> ``GET`` it. Never a second create.
+2. **Record first**: ``{"apiVersion", "kind", "namespace", "name", "uid"}`` is written
+   atomically (:func:`kfp_gpu.storage.write_text`) before anything else happens.
+3. **Watch** ``status.conditions`` (v2beta1 JobCondition types Created, Running,
+   Restarting, Suspended, Succeeded, Failed) with LIST + WATCH from the list's
+   ``resourceVersion``; a watch that ends (``timeoutSeconds``) resumes from the last seen
+   version; ``410 Gone`` (history compacted) -> re-LIST for a fresh version; 5xx, 429 and
+   connection errors -> retried with bounded exponential backoff (:class:`~kfp_gpu.mpi.launch.retry.Backoff`).
+4. **Stream the launcher pod's log** (pods labelled ``training.kubeflow.org/job-name=<name>``,
+   ``training.kubeflow.org/job-role=launcher`` by the MPI Operator) in a thread, keeping
+   the last lines.
+5. **Pending timeout**: a job that is not Running after ``pending_timeout_s`` (Workers
+   Unschedulable, ImagePullBackOff, ...) is deleted and fails with the pods' reason
+   (:mod:`~kfp_gpu.mpi.launch.pending`).
+6. **Owner**: the job is created with an ownerReference to the component's pod
+   (:mod:`~kfp_gpu.mpi.launch.owner`), so garbage collection removes it if the launcher dies
+   without cancelling.
+7. **Cancel**: on SIGTERM (KFP cancels a run by deleting its pods) the MPIJob is deleted
+   with ``propagationPolicy: Foreground`` and :class:`~kfp_gpu.mpi.launch.records.LaunchCancelled` is raised.
+8. **Failed** -> :class:`~kfp_gpu.mpi.launch.records.MPIJobFailed` with the condition's reason/message and the last
+   launcher log lines; **Succeeded** -> :class:`~kfp_gpu.mpi.launch.records.LaunchResult`.
+
+Each step is its own module: :mod:`~kfp_gpu.mpi.launch.attach` (1-2), :mod:`~kfp_gpu.mpi.launch.watch`
+(3), :mod:`~kfp_gpu.mpi.launch.logs` (4), :mod:`~kfp_gpu.mpi.launch.cancel` (5), over the request
+layer :mod:`~kfp_gpu.mpi.launch.jobs_api` and :mod:`~kfp_gpu.mpi.launch.retry`; records and errors are
+in :mod:`~kfp_gpu.mpi.launch.records`, the trainer's figures in :mod:`~kfp_gpu.mpi.launch.metrics`.
+This module composes them (:func:`launch`) and is the ``python -m kfp_gpu.mpi.launch.launcher``
+command.
+
+RBAC the launcher's service account needs in the namespace (see docs/distributed.md):
+``mpijobs.kubeflow.org`` (or ``trainjobs.trainer.kubeflow.org``): create, get, list, watch,
+delete, patch (a retry takes over the owner reference); ``pods``: get, list (the launcher
+pod's log, the pending diagnosis, the owner's uid); ``pods/log``: get; ``events``: list.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from kfp_gpu.kube import api_client
+from kfp_gpu.mpi.launch import attach, cancel, owner, pending, watch
+from kfp_gpu.mpi.launch.jobs_api import MPIJobClient
+from kfp_gpu.mpi.launch.logs import LauncherLogs
+from kfp_gpu.mpi.launch.records import (
+    LaunchCancelled,
+    LaunchResult,
+    MPIJobFailed,
+    PendingTimeout,
+    ResourceRecord,
+    condition,
+    phase,
+)
+from kfp_gpu.mpi.launch.retry import DEFAULT_BACKOFF, Backoff
+from kfp_gpu.mpi.spec import backends
+
+log = logging.getLogger(__name__)
+
+#: Exit status of :func:`main` after a SIGTERM (128 + 15, the shell convention).
+EXIT_CANCELLED = 143
+
+
+class Launcher:
+    """One MPIJob's launcher: create/re-attach, watch, logs, cancel (see the module doc).
+
+    Args:
+        api_client: a ``kubernetes.client.ApiClient`` (see :func:`kfp_gpu.kube.api_client`).
+        backoff: retry policy for transient errors.
+        watch_timeout_s: server-side ``timeoutSeconds`` of each WATCH request.
+        log_sink: called with each launcher log line (default: print to stdout).
+        tail_lines: launcher log lines kept for errors/results.
+        launcher_container: container name of the launcher pod; default the backend's
+            (``launcher``; ``node`` in a TrainJob).
+        log_poll_s: seconds between looks for the launcher pod.
+        replace_timeout_s: seconds to wait for a Failed MPIJob to go before re-creating it.
+        backend: the job kind (:mod:`kfp_gpu.mpi.spec.backends`); default MPIJob.
+        pending_timeout_s: seconds the job may take to reach Running before it is deleted
+            and fails with the pods' reason (:mod:`kfp_gpu.mpi.launch.pending`); 0 = no limit.
+        owner_pod: the component's pod (:func:`kfp_gpu.mpi.launch.owner.from_environment`); a
+            job this launcher creates names it in ``ownerReferences``. None = no owner.
+
+    Attributes:
+        namespace, name: the MPIJob followed (set by :meth:`create_or_attach`; set them
+            yourself to :meth:`delete` a known job).
+    """
+
+    def __init__(self, api_client, *, backoff: Backoff = DEFAULT_BACKOFF,
+                 watch_timeout_s: int = 60, log_sink: Callable[[str], None] | None = None,
+                 tail_lines: int = 50, launcher_container: str | None = None,
+                 log_poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep,
+                 replace_timeout_s: float = 120.0, backend: backends.Backend | None = None,
+                 pending_timeout_s: float = pending.DEFAULT_TIMEOUT_S,
+                 owner_pod: owner.OwnerPod | None = None):
+        self.backend = backend or backends.MPIJOB
+        launcher_container = launcher_container or self.backend.launcher_container
+        self.jobs = MPIJobClient(api_client, backoff, sleep, self.backend)
+        self.watch_timeout_s = watch_timeout_s
+        self.log_sink = log_sink or (lambda line: print(line, flush=True))
+        self.tail_lines, self.launcher_container = tail_lines, launcher_container
+        self.log_poll_s, self.replace_timeout_s = log_poll_s, replace_timeout_s
+        self.namespace, self.name = "", ""
+        self.logs: LauncherLogs | None = None
+        self.pending_timeout_s, self.owner_pod = pending_timeout_s, owner_pod
+
+    def create_or_attach(self, job: Mapping, record_path: str | os.PathLike
+                         ) -> tuple[dict, bool]:
+        """:func:`kfp_gpu.mpi.launch.attach.create_or_attach`; then follows the job it returns
+        (switching to the backend of ``job``'s kind if it is not the one given)."""
+        self.namespace, self.name = attach.job_identity(job)
+        backend = backends.for_object(job)
+        if backend is not self.backend:
+            if self.launcher_container == self.backend.launcher_container:
+                self.launcher_container = backend.launcher_container
+            self.backend = backend
+            self.jobs = MPIJobClient(self.jobs.api_client, self.jobs.backoff, self.jobs.sleep,
+                                     backend)
+        pod = owner.resolve(self.jobs.core, self.owner_pod)
+        job = owner.with_owner(job, pod)
+        obj, reattached = attach.create_or_attach(
+            self.jobs, job, record_path, replace_timeout_s=self.replace_timeout_s,
+            poll_s=self.log_poll_s)
+        if reattached:
+            obj = self._take_ownership(obj, pod)
+        meta = obj.get("metadata") or {}
+        self.namespace = meta.get("namespace") or self.namespace
+        self.name = meta.get("name") or self.name
+        return obj, reattached
+
+    def _take_ownership(self, obj: dict, pod: owner.OwnerPod | None) -> dict:
+        """Make this attempt's pod the owner of a re-attached job
+        (:func:`kfp_gpu.mpi.launch.owner.handed_over`); a failed PATCH (e.g. 403: no ``patch`` in
+        the Role) is logged and the job followed as it is."""
+        refs = owner.handed_over(obj, pod)
+        if refs is None:
+            return obj
+        meta = obj.get("metadata") or {}
+        try:
+            obj = self.jobs.set_owner_references(meta.get("namespace"), meta.get("name"), refs)
+            log.info("%s %s/%s is now owned by pod %s", self.jobs.kind, meta.get("namespace"),
+                     meta.get("name"), pod.name)
+        except Exception as e:  # noqa: BLE001 - the owner is a backstop, never a failure
+            log.warning("could not make pod %s the owner of %s %s (%s): if the earlier "
+                        "attempt's pod is deleted, garbage collection deletes the job",
+                        pod.name, self.jobs.kind, meta.get("name"),
+                        getattr(e, "status", "") or e)
+        return obj
+
+    def start_logs(self) -> None:
+        """Follow the launcher pod's log (:class:`kfp_gpu.mpi.launch.logs.LauncherLogs`)."""
+        self.logs = LauncherLogs(self.jobs.core, self.namespace, self.name,
+                                 sink=self.log_sink, tail_lines=self.tail_lines,
+                                 container=self.launcher_container, poll_s=self.log_poll_s,
+                                 selector=self.backend.launcher_selector(self.name))
+        self.logs.start()
+
+    def log_tail(self) -> list[str]:
+        """The launcher log lines kept so far."""
+        return list(self.logs.tail) if self.logs else []
+
+    def stop_logs(self, grace_s: float = 10.0) -> list[str]:
+        """Let the log stream drain (up to ``grace_s``), stop it, return the tail."""
+        return self.logs.stop(grace_s) if self.logs else []
+
+    def events(self) -> list[str]:
+        """``type reason: message`` of the Events about the MPIJob (best effort)."""
+        return self.logs.events() if self.logs else []
+
+    def wait(self) -> dict:
+        """:func:`kfp_gpu.mpi.launch.watch.wait_for_end` for the job followed, with a
+        :class:`~kfp_gpu.mpi.launch.pending.PendingGuard` of ``pending_timeout_s``."""
+        guard = pending.PendingGuard(self.jobs.core, self.backend, self.namespace, self.name,
+                                     self.pending_timeout_s)
+        return watch.wait_for_end(self.jobs, self.namespace, self.name,
+                                  watch_timeout_s=self.watch_timeout_s,
+                                  log_tail=self.log_tail, guard=guard)
+
+    def delete(self) -> None:
+        """Delete the MPIJob (``propagationPolicy: Foreground``; 404 is fine)."""
+        if self.name:
+            self.jobs.delete(self.namespace, self.name)
+
+    def cancel(self) -> LaunchCancelled:
+        """After SIGTERM: stop the logs, delete the job; the error to raise."""
+        if self.logs:
+            self.logs.abort()
+        cancel.delete_after_cancel(self.jobs, self.namespace, self.name)
+        return LaunchCancelled(f"cancelled; {self.backend.kind} {self.namespace}/{self.name} "
+                               "deleted (propagationPolicy Foreground)")
+
+    def run(self, job: Mapping, record_path: str | os.PathLike) -> tuple[dict, list[str], bool]:
+        """Create/re-attach, follow logs, wait: ``(final object, log tail, reattached)``.
+
+        Raises:
+            MPIJobFailed: the MPIJob vanished (with events and the log tail).
+            PendingTimeout: it did not start in ``pending_timeout_s``; it was deleted.
+        """
+        _, reattached = self.create_or_attach(job, record_path)
+        self.start_logs()
+        try:
+            final = self.wait()
+        except MPIJobFailed as e:
+            if isinstance(e, PendingTimeout):
+                log.error("%s %s/%s did not start: %s: %s; deleting it", self.backend.kind,
+                          self.namespace, self.name, e.reason, e.message)
+                self.delete()
+            raise type(e)(e.name, e.reason, e.message, self.stop_logs(), self.events(),
+                          kind=self.backend.kind) from None
+        return final, self.stop_logs(), reattached
+
+
+def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
+           backoff: Backoff = DEFAULT_BACKOFF, watch_timeout_s: int = 60,
+           log_sink: Callable[[str], None] | None = None, tail_lines: int = 50,
+           handle_sigterm: bool = True, log_poll_s: float = 2.0,
+           pending_timeout_s: float = pending.DEFAULT_TIMEOUT_S,
+           owner_pod: owner.OwnerPod | None = None) -> LaunchResult:
+    """Run the MPIJob or TrainJob ``job`` (a dict from :func:`kfp_gpu.mpi.spec.mpijob.build` or
+    :func:`kfp_gpu.mpi.spec.trainjob.build`) to completion.
+
+    Args:
+        job: the MPIJob or TrainJob (``metadata.name`` and ``metadata.namespace`` set); its
+            apiVersion/kind picks the backend (:func:`kfp_gpu.mpi.spec.backends.for_object`).
+        record_path: where the :class:`~kfp_gpu.mpi.launch.records.ResourceRecord` JSON goes (a KFP
+            output path); read first to re-attach after a retry.
+        api: a ``kubernetes.client.ApiClient``; default :func:`kfp_gpu.kube.api_client`.
+        backoff, watch_timeout_s, log_sink, tail_lines, log_poll_s, pending_timeout_s,
+            owner_pod: see :class:`Launcher`.
+        handle_sigterm: install the SIGTERM -> delete handler (main thread only).
+
+    Returns:
+        :class:`~kfp_gpu.mpi.launch.records.LaunchResult` when the job Succeeded (a TrainJob:
+        ``Complete``).
+
+    Raises:
+        MPIJobFailed: the job Failed (reason, message, events, last launcher log lines).
+        PendingTimeout: the job was not Running after ``pending_timeout_s``; deleted.
+        LaunchCancelled: SIGTERM arrived; the job was deleted (Foreground).
+        ValueError: ``job`` is neither an MPIJob nor a TrainJob.
+        kubernetes.client.exceptions.ApiException: non-transient API errors.
+    """
+    backend = backends.for_object(job)
+    launcher = Launcher(api or api_client(), backoff=backoff, watch_timeout_s=watch_timeout_s,
+                        log_sink=log_sink, tail_lines=tail_lines, log_poll_s=log_poll_s,
+                        backend=backend, pending_timeout_s=pending_timeout_s,
+                        owner_pod=owner_pod)
+    launcher.namespace, launcher.name = attach.job_identity(job)
+    with cancel.sigterm_raises(handle_sigterm):
+        try:
+            final, tail, reattached = launcher.run(job, record_path)
+        except cancel.CancelSignal:
+            raise launcher.cancel() from None
+    if phase(final) == "Failed":
+        c = condition(final, backend.failure) or {}
+        raise MPIJobFailed(launcher.name, c.get("reason", "Failed"), c.get("message", ""),
+                           tail, launcher.events(), kind=backend.kind)
+    return LaunchResult(record=ResourceRecord.of(final), status="Succeeded",
+                        conditions=list((final.get("status") or {}).get("conditions") or []),
+                        log_tail=tail, reattached=reattached)
+
+
+# ---------------------------------------------------------------- command line
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kfp_gpu.mpi.launch.launcher --job job.yaml --record record.json [--kubeconfig F]``
+
+    Exit status: 0 Succeeded, 1 Failed, :data:`EXIT_CANCELLED` after SIGTERM.
+    """
+    import argparse
+    from pathlib import Path
+
+    import yaml
+
+    p = argparse.ArgumentParser(prog="kfp_gpu.mpi.launch.launcher", description=main.__doc__)
+    p.add_argument("--job", required=True, help="MPIJob or TrainJob YAML/JSON file")
+    p.add_argument("--record", required=True, help="resource record output path")
+    p.add_argument("--kubeconfig", default=None)
+    p.add_argument("--host", default=None, help="API server URL (no auth; tests)")
+    p.add_argument("--watch-timeout", type=int, default=60)
+    p.add_argument("--backoff-initial", type=float, default=1.0)
+    p.add_argument("--pending-timeout", type=float, default=pending.DEFAULT_TIMEOUT_S,
+                   help="seconds the job may take to reach Running (0 = no limit)")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    job = yaml.safe_load(Path(a.job).read_text(encoding="utf-8"))
+    api = api_client(a.kubeconfig, host=a.host)
+    try:
+        result = launch(job, a.record, api, watch_timeout_s=a.watch_timeout,
+                        backoff=Backoff(initial_s=a.backoff_initial), log_poll_s=0.5,
+                        pending_timeout_s=a.pending_timeout, owner_pod=owner.from_environment())
+    except LaunchCancelled as e:
+        print(str(e), file=sys.stderr, flush=True)
+        return EXIT_CANCELLED
+    except MPIJobFailed as e:
+        print(str(e), file=sys.stderr, flush=True)
+        return 1
+    print(f"{result.record.kind} {result.record.namespace}/{result.record.name}: "
+          f"{result.status}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

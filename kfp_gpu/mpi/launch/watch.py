@@ -1,0 +1,106 @@
+"""Watch an MPIJob (or TrainJob) until it is Succeeded (TrainJob: Complete) or Failed.
+
+LIST + WATCH from the list's ``resourceVersion`` (Kubernetes API concepts, "Efficient
+detection of changes"); a watch that ends (``timeoutSeconds``) resumes from the last seen
+version; ``410 Gone`` (history compacted) -> re-LIST for a fresh version; 5xx, 429 and
+connection errors -> retried with bounded exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from kfp_gpu.mpi.launch.jobs_api import MPIJobClient
+from kfp_gpu.mpi.launch.records import TERMINAL, MPIJobFailed, condition, phase
+from kfp_gpu.mpi.launch.retry import is_transient, short
+
+log = logging.getLogger(__name__)
+
+
+class _Progress:
+    """Logs each phase change once; counts consecutive transient failures."""
+
+    def __init__(self, name: str, jobs: MPIJobClient):
+        self.name, self.jobs, self.last, self.failures = name, jobs, "", 0
+
+    def seen(self, obj: Mapping) -> bool:
+        """Log a new phase; True when ``obj`` is terminal."""
+        p = phase(obj)
+        if p != self.last:
+            c = condition(obj, p) or {}
+            c = self.jobs.backend.terminal_condition(obj) or c
+            log.info("%s %s: %s %s", self.jobs.kind, self.name, p,
+                     f"({c.get('reason', '')}: {c.get('message', '')})" if c else "")
+            self.last = p
+        return p in TERMINAL
+
+    def transient(self, e: BaseException) -> None:
+        """Wait before the next try, or re-raise ``e`` when retries are used up."""
+        if not is_transient(e) or self.failures >= self.jobs.backoff.attempts - 1:
+            raise e
+        d = self.jobs.backoff.delay(self.failures)
+        log.warning("watch: transient error (%s); retry in %.1fs", short(e), d)
+        self.jobs.sleep(d)
+        self.failures += 1
+
+
+def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout_s: int = 60,
+                 log_tail: Callable[[], list[str]] = list, guard=None) -> dict:
+    """Watch until the MPIJob is Succeeded or Failed; return its final object.
+
+    Args:
+        log_tail: returns the launcher log lines so far (for the error of a deleted job).
+        guard: a :class:`kfp_gpu.mpi.launch.pending.PendingGuard` (or None): checked with each
+            version of the job seen and, while it is armed, every ``guard.poll_s`` seconds
+            (the WATCH then ends that often and resumes from the last version).
+
+    Raises:
+        MPIJobFailed: the MPIJob was deleted by someone else (reason ``Deleted``).
+        PendingTimeout: from ``guard`` (the job did not start in time).
+        kubernetes.client.exceptions.ApiException: non-transient errors, or transient ones
+            persisting through the client's backoff.
+    """
+    from kubernetes.client.exceptions import ApiException
+
+    progress = _Progress(name, jobs)
+    check = guard.check if guard is not None else (lambda obj: None)
+    rv: str | None = None
+    last: dict | None = None
+    while True:
+        try:
+            if rv is None:
+                last, rv = jobs.list_one(namespace, name)
+                if last is None:
+                    raise MPIJobFailed(name, "Deleted", f"the {jobs.kind} no longer exists",
+                                       log_tail(), kind=jobs.kind)
+                if progress.seen(last):
+                    return last
+                check(last)
+            timeout = watch_timeout_s
+            if guard is not None and not guard.done:
+                timeout = min(watch_timeout_s, guard.poll_s)
+            for event in jobs.watch(namespace, name, rv, timeout):
+                progress.failures = 0
+                obj = event["raw_object"]
+                rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                if event["type"] == "DELETED":
+                    raise MPIJobFailed(name, "Deleted",
+                                       f"the {jobs.kind} was deleted while running",
+                                       log_tail(), kind=jobs.kind)
+                last = obj
+                if progress.seen(obj):
+                    return obj
+                check(obj)
+            progress.failures = 0  # the watch timed out normally: resume from rv
+            check(last)
+        except MPIJobFailed:
+            raise
+        except ApiException as e:
+            if e.status == 410:
+                log.info("watch expired (410 Gone); re-listing for a fresh resourceVersion")
+                rv = None
+                continue
+            progress.transient(e)
+        except Exception as e:  # noqa: BLE001 - re-raised unless transient
+            progress.transient(e)

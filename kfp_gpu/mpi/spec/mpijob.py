@@ -1,0 +1,299 @@
+"""Pure builder of a ``kubeflow.org/v2beta1`` MPIJob (Kubeflow MPI Operator).
+
+No I/O: :func:`build` turns an :class:`~kfp_gpu.mpi.spec.options.MPIJobOptions` into a plain ``dict`` that the
+launcher (:mod:`kfp_gpu.mpi.launch.launcher`) posts to the Kubernetes API.
+
+Shape of the result (field names from the upstream Go types,
+``github.com/kubeflow/mpi-operator`` ``pkg/apis/kubeflow/v2beta1/types.go``; the
+controller-side rules from ``pkg/apis/kubeflow/validation/validation.go``)::
+
+    apiVersion: kubeflow.org/v2beta1
+    kind: MPIJob
+    metadata: {name, namespace, labels, annotations}
+    spec:
+      slotsPerWorker: G                # MPI slots per Worker pod = whole GPUs per pod
+      launcherCreationPolicy: WaitForWorkersReady
+      mpiImplementation: OpenMPI
+      sshAuthMountPath: /home/mpiuser/.ssh   # non-root, as the project's horovod image
+      runPolicy: {cleanPodPolicy, ttlSecondsAfterFinished, backoffLimit,
+                  activeDeadlineSeconds, schedulingPolicy}   # the last two when set
+      mpiReplicaSpecs:
+        Launcher: {replicas: 1, restartPolicy: OnFailure, template: <PodTemplateSpec>}
+        Worker:   {replicas: N, restartPolicy: Never,     template: <PodTemplateSpec>}
+
+The Launcher runs (:mod:`kfp_gpu.mpi.spec.mpirun`) ``mpirun -np N*G -bind-to none -map-by slot -x ...`` (the mpirun form
+of the Horovod docs, "Run Horovod with Open MPI"); the operator mounts the hostfile and
+sets ``OMPI_MCA_orte_default_hostfile`` itself. Workers run ``sshd`` and carry the GPU
+request (from :mod:`kfp_gpu.gpu`), the RDMA extended resource, ``IPC_LOCK``, a
+Memory-backed ``/dev/shm``, the NCCL settings and the shared PVCs of
+``Placement.volumes`` (:class:`~kfp_gpu.mpi.spec.volumes.PvcMount`: pod ``volumes[].persistentVolumeClaim`` +
+container ``volumeMounts``), e.g. the ``work_dir`` rank 0 writes the model and metrics to.
+
+Defaults fit the project's ``horovod`` image (``images/horovod/Dockerfile``), which follows
+the MPI Operator's non-root base image (``build/base/Dockerfile`` and the
+``examples/v2beta1/pi`` MPIJob of kubeflow/mpi-operator): user ``mpiuser`` (uid/gid 1000,
+home ``/home/mpiuser``), so ``sshAuthMountPath: /home/mpiuser/.ssh``, pods with
+``runAsUser``/``runAsGroup`` 1000, and Workers running
+``/usr/sbin/sshd -De -f /home/mpiuser/.sshd_config`` (port 2222, host key = the operator's
+``id_rsa``), started through :mod:`kfp_gpu.training.worker_start` (device env for the
+ranks, RDMA memlock check: :data:`kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND`). The image's ``/etc/ssh/ssh_config`` sets ``Port 2222`` for the ssh client, so
+mpirun needs no ``-mca plm_rsh_args "-p 2222"``; images without that line need it (or an
+ssh config). For a root image use ``ssh=kfp_gpu.mpi.spec.options.ROOT_SSH``.
+
+Upstream names used here:
+- ``rdma/rdma_shared_device_a``: the resource name of the Mellanox k8s-rdma-shared-dev-plugin
+  sample config (NVIDIA Network Operator); ``rdma/hca_shared_devices_a``: the name in the
+  Network Operator's ``NicClusterPolicy`` examples. Any ``rdma/<name>`` is accepted.
+- ``k8s.v1.cni.cncf.io/networks``: the Multus pod annotation selecting secondary networks
+  (NetworkAttachmentDefinitions), e.g. an SR-IOV or macvlan network on the RDMA NIC.
+- ``NCCL_IB_HCA``, ``NCCL_NET_GDR_LEVEL``, ``NCCL_SOCKET_IFNAME``, ``NCCL_DEBUG``: NCCL
+  environment variables (NCCL user guide, "Environment Variables").
+- ``IPC_LOCK``: Linux capability that lifts ``RLIMIT_MEMLOCK`` for pinning (registering)
+  memory for RDMA verbs; added to Workers that may run as root (see
+  :func:`worker_may_run_as_root`).
+- labels ``training.kubeflow.org/job-name`` / ``training.kubeflow.org/job-role``: set by the
+  operator on the pods it creates (``pkg/apis/kubeflow/v2beta1/constants.go``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kfp_gpu.mpi.spec import crd
+from kfp_gpu.mpi.spec.mpirun import mpirun_command
+from kfp_gpu.mpi.spec.network import ISTIO_INJECT_ANNOTATION, MULTUS_ANNOTATION
+from kfp_gpu.mpi.spec.options import MPIJobOptions
+
+
+def rank_env(opts: MPIJobOptions) -> dict[str, str]:
+    """All environment the ranks get: NCCL/Horovod settings, what the Worker command reads
+    (``KFP_GPU_RDMA``), the GPU request's env (e.g. its share variable), then ``opts.env``
+    (which wins)."""
+    env = {**opts.network.nccl_env(), **opts.network.worker_env()}
+    for e in opts.gpu_request().pod_fragment()["env"]:
+        env[e["name"]] = str(e["value"])
+    env.update(opts.env)
+    return env
+
+
+def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _resources(limits: dict, requests: dict) -> dict:
+    out = {}
+    if limits:
+        out["limits"] = dict(sorted(limits.items()))
+    if requests:
+        out["requests"] = dict(sorted(requests.items()))
+    return out
+
+
+def _worker_resources(opts: MPIJobOptions, frag: dict) -> dict:
+    """Worker ``resources``: the GPU request's, CPU/memory, and the RDMA resource."""
+    limits = dict(frag["resources"]["limits"])
+    requests = dict(frag["resources"]["requests"])
+    res = opts.resources
+    for key, value, limit in (("cpu", res.worker_cpu, res.worker_cpu_limit),
+                              ("memory", res.worker_memory, res.worker_memory_limit)):
+        if value or limit:
+            limits.setdefault(key, limit or value)
+            requests.setdefault(key, value or limit)
+    net = opts.network
+    if net.rdma:
+        # Extended resources: request must equal limit (Kubernetes rule).
+        limits[net.rdma_resource] = str(net.rdma_count)
+        requests[net.rdma_resource] = str(net.rdma_count)
+    return _resources(limits, requests)
+
+
+def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
+    volumes = opts.placement.volumes
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": opts.image,
+        "command": list(opts.ssh.worker_command),
+        "env": _env_list(rank_env(opts)),
+        "resources": _worker_resources(opts, frag),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         *(v.volume_mount() for v in volumes)],
+    }
+    if opts.network.rdma and worker_may_run_as_root(opts):
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    return container
+
+
+def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
+    """True when the Worker pods may run as root: ``run_as_user`` 0, or unset (the image's
+    user decides). Only then is ``IPC_LOCK`` added with RDMA: a capability in
+    ``securityContext.capabilities.add`` reaches the effective set of root processes only,
+    as Kubernetes sets no ambient capabilities (kubernetes/kubernetes#56374; the kernel's
+    execve rules, capabilities(7)), so for non-root ranks it would lift no memlock limit
+    while making Pod Security ``baseline`` reject the pod."""
+    return opts.ssh.run_as_user in (None, 0)
+
+
+def worker_template(opts: MPIJobOptions) -> dict:
+    """PodTemplateSpec of a Worker: GPU request, RDMA (IPC_LOCK if root), /dev/shm, NCCL env and
+    the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each)."""
+    frag = opts.gpu_request().pod_fragment(container="worker")  # KAI: the GPU container
+    place = opts.placement
+    shm: dict[str, str] = {"medium": "Memory"}
+    if opts.resources.shm_size:
+        shm["sizeLimit"] = opts.resources.shm_size
+    spec: dict[str, Any] = {
+        "containers": [_worker_container(opts, frag)],
+        "volumes": [{"name": "dshm", "emptyDir": shm},
+                    *_dedupe([v.volume() for v in place.volumes])],
+    }
+    tolerations = _dedupe([*frag["tolerations"], *(dict(t) for t in place.tolerations)])
+    if tolerations:
+        spec["tolerations"] = tolerations
+    selector = {**frag["nodeSelector"], **place.node_selector}
+    if selector:
+        spec["nodeSelector"] = dict(sorted(selector.items()))
+    scheduler = place.scheduler_name or frag.get("schedulerName", "")
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    _pod_identity(opts, spec)
+    annotations = {**_mesh_annotations(opts), **frag["annotations"]}
+    if opts.network.multus_networks:
+        annotations[MULTUS_ANNOTATION] = opts.network.multus_networks
+    labels = {**frag["labels"], **mesh_labels(opts)}
+    return {"metadata": _meta(labels, annotations), "spec": spec}
+
+
+def _mesh_annotations(opts: MPIJobOptions) -> dict[str, str]:
+    """``sidecar.istio.io/inject: "false"`` unless ``opts.network.istio_sidecar``.
+
+    Kubeflow profile namespaces are labelled ``istio-injection=enabled``
+    (kubeflow/dashboard components/profile-controller controllers/profile_controller.go),
+    so every pod gets an Envoy sidecar: the Launcher's pod then never completes (the
+    sidecar keeps running after mpirun exits) and the Workers' sshd traffic goes through
+    the mesh. The pod annotation is Istio's documented per-pod opt-out
+    (istio.io "Installing the Sidecar", controlling the injection policy).
+    """
+    return {} if opts.network.istio_sidecar else {ISTIO_INJECT_ANNOTATION: "false"}
+
+
+def mesh_labels(opts: MPIJobOptions) -> dict[str, str]:
+    """The same opt-out as a pod **label**, the form current Istio documents (istio.io
+    "Installing the Sidecar" > "Controlling the injection policy"; the annotation is the
+    legacy form, still honoured): both are set so either Istio generation skips the pod."""
+    return {} if opts.network.istio_sidecar else {ISTIO_INJECT_ANNOTATION: "false"}
+
+
+def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
+    """Service account and PodSecurityContext, shared by Launcher and Workers.
+
+    Without a service account the pods get no API token (``automountServiceAccountToken:
+    false``): mpirun reaches the Workers over ssh, and no rank talks to the Kubernetes API.
+    """
+    if opts.placement.service_account:
+        spec["serviceAccountName"] = opts.placement.service_account
+    else:
+        spec["automountServiceAccountToken"] = False
+    security = opts.ssh.pod_security_context()
+    if security:
+        spec["securityContext"] = security
+
+
+def launcher_command(opts: MPIJobOptions) -> list[str]:
+    """The Launcher's argv: :func:`kfp_gpu.mpi.spec.mpirun.mpirun_command` for ``workers *
+    slotsPerWorker`` ranks, forwarding the names of :func:`rank_env`."""
+    return mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
+                          forwarded_env=list(rank_env(opts)),
+                          implementation=opts.replicas.mpi_implementation)
+
+
+def launcher_template(opts: MPIJobOptions) -> dict:
+    """PodTemplateSpec of the Launcher: no GPU, runs :func:`launcher_command`."""
+    env = rank_env(opts)
+    res = opts.resources
+    limits = {k: v for k, v in (("cpu", res.launcher_cpu), ("memory", res.launcher_memory)) if v}
+    container = {
+        "name": "launcher",
+        "image": opts.image,
+        "command": launcher_command(opts),
+        "env": _env_list(env),
+        "resources": _resources(limits, dict(limits)),
+    }
+    spec: dict[str, Any] = {"containers": [container]}
+    _pod_identity(opts, spec)
+    # No Multus network here: only the Workers' NCCL traffic uses the RDMA network; the
+    # Launcher reaches the Workers' sshd over the pod network (their headless Service).
+    return {"metadata": _meta(mesh_labels(opts), _mesh_annotations(opts)), "spec": spec}
+
+
+def _meta(labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict:
+    meta: dict[str, Any] = {}
+    if labels:
+        meta["labels"] = dict(sorted(labels.items()))
+    if annotations:
+        meta["annotations"] = dict(sorted(annotations.items()))
+    return meta
+
+
+def _dedupe(items: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for item in items:
+        key = tuple(sorted((k, str(v)) for k, v in item.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def job_metadata(opts: MPIJobOptions) -> dict:
+    """``metadata`` of the job object: name, namespace, the managed-by label, extra labels
+    and annotations, and the run/task provenance annotations (:mod:`kfp_gpu.mpi.spec.crd`)."""
+    meta = opts.metadata
+    labels = {crd.MANAGED_BY_LABEL: crd.MANAGED_BY, **meta.labels}
+    annotations = dict(meta.annotations)
+    if meta.run_id:
+        annotations[crd.RUN_ID_ANNOTATION] = meta.run_id
+    if meta.task_name:
+        annotations[crd.TASK_ANNOTATION] = meta.task_name
+    out: dict[str, Any] = {"name": opts.name, "namespace": opts.namespace,
+                           "labels": dict(sorted(labels.items()))}
+    if annotations:
+        out["annotations"] = dict(sorted(annotations.items()))
+    return out
+
+
+def build(opts: MPIJobOptions) -> dict:
+    """The MPIJob for ``opts`` as a JSON-ready ``dict`` (see the module docstring).
+
+    ``spec.slotsPerWorker`` = :meth:`MPIJobOptions.slots`; ``mpirun -np`` =
+    ``workers * slotsPerWorker``. Deterministic: the same options give an equal dict.
+
+    Raises:
+        ValueError: from :meth:`MPIJobOptions.validate`.
+    """
+    opts.validate()
+    return {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.KIND,
+        "metadata": job_metadata(opts),
+        "spec": {
+            "slotsPerWorker": opts.slots(),
+            "launcherCreationPolicy": opts.replicas.launcher_creation_policy,
+            "mpiImplementation": opts.replicas.mpi_implementation,
+            "sshAuthMountPath": opts.ssh.ssh_auth_mount_path,
+            "runPolicy": opts.run_policy.to_spec(),
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
+                             "template": launcher_template(opts)},
+                "Worker": {"replicas": opts.replicas.workers, "restartPolicy": "Never",
+                           "template": worker_template(opts)},
+            },
+        },
+    }
+
+
+def to_yaml(job: Mapping) -> str:
+    """``job`` as YAML (keys in insertion order), for goldens and ``kubectl apply``."""
+    import yaml
+
+    return yaml.safe_dump(dict(job), sort_keys=False, default_flow_style=False)
