@@ -1,7 +1,7 @@
 """Pure planning for the local MPIJob runner: an MPIJob ``dict`` -> container specs.
 
 No I/O. :func:`plan` reads the exact ``kubeflow.org/v2beta1`` MPIJob object that
-:func:`kfp_gpu.mpijob.build` emits (or any MPIJob of that API) and returns what the MPI
+:func:`kfp_gpu.mpi.spec.mpijob.build` emits (or any MPIJob of that API) and returns what the MPI
 Operator's controller would make of it, as containers instead of pods. The Docker side
 (:mod:`kfp_gpu.mpi.local.runner`) only executes the plan.
 
@@ -273,7 +273,7 @@ def plan(job: Mapping) -> LocalPlan:
 
     Args:
         job: a ``kubeflow.org/v2beta1`` MPIJob object (``dict``), e.g. from
-            :func:`kfp_gpu.mpijob.build` or a YAML file.
+            :func:`kfp_gpu.mpi.spec.mpijob.build` or a YAML file.
 
     Returns:
         :class:`LocalPlan`: Worker containers ``<J>-worker-<i>``, the Launcher

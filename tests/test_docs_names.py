@@ -1,0 +1,80 @@
+"""Docs in step with code: every ``kfp_gpu.`` dotted name and every repository path that
+docs/ and the READMEs mention exists (a module, or an attribute of one; a file or folder)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = sorted([*REPO.glob("docs/**/*.md"), *REPO.glob("*.md"), *REPO.glob("*/README.md"),
+               *REPO.glob("components/*/README.md"), *REPO.glob("tests/*/README.md")])
+DOTTED = re.compile(r"\bkfp_gpu(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+#: Repository paths in prose: kfp_gpu/..., components/..., pipelines/..., tests/..., ...
+#: Paths in upstream repositories that the docs quote (not ours).
+UPSTREAM = {"manifests/base/runtimes"}
+PATH = re.compile(r"(?<![\w/.-])((?:kfp_gpu|components|pipelines|benchmarks|scripts|images|"
+                  r"manifests|docs)/[A-Za-z0-9_./-]*[A-Za-z0-9_])")
+
+
+def resolves(name: str) -> bool:
+    """True if ``name`` is a module, or a module followed by attributes that exist."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[i:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def mentions(pattern: re.Pattern) -> list[tuple[str, str]]:
+    return sorted({(str(d.relative_to(REPO)), m.group(1) if m.groups() else m.group(0))
+                   for d in DOCS for m in pattern.finditer(d.read_text(encoding="utf-8"))})
+
+
+@pytest.mark.parametrize("doc,name", mentions(DOTTED))
+def test_dotted_name_in_docs_imports(doc, name):
+    assert resolves(name), f"{doc} names {name}, which does not import"
+
+
+@pytest.mark.parametrize("doc,path", mentions(PATH))
+def test_repository_path_in_docs_exists(doc, path):
+    target = path.rstrip(".")
+    if any(ch in target for ch in "*<>{}") or target in UPSTREAM:
+        pytest.skip("a pattern, not a path")
+    assert (REPO / target).exists() or (REPO / doc).parent.joinpath(target).exists(), (
+        f"{doc} names {path}, which does not exist")
+
+
+def test_the_stale_names_the_issue_found_are_gone():
+    """Names that were in docs/ before the kfp_gpu/mpi rooms (issue 20)."""
+    text = "\n".join(d.read_text(encoding="utf-8") for d in DOCS)
+    for stale in ("kfp_gpu.device.apply_gpu_share", "kfp_gpu.mpijob.build",
+                  "kfp_gpu.mpijob.to_yaml", "kfp_gpu/mpi/local_runner", "kfp_gpu/mpi/local_plan"):
+        assert stale not in text
+    assert resolves("kfp_gpu.mpi.spec.mpijob.build") and not resolves("kfp_gpu.mpijob.build")
+
+
+def test_architecture_shows_the_three_rooms_and_where_to_change_things():
+    """docs/architecture.md: the mpi rooms in its picture and table, and a "to change X, open
+    Y" table whose rows for the Worker template and the launcher's wait name real code."""
+    text = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
+    for room in ("spec/", "launch/", "local/"):
+        assert f"| `kfp_gpu/mpi/{room}` |" in text and f"|  {room}" in text
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()
+            if line.startswith("| ") and line.count("|") >= 4}
+    worker = rows["the Worker pod template (resources, RDMA, NCCL env, shm, probes)"]
+    assert "`kfp_gpu/mpi/spec/mpijob.py` (`worker_template`)" in worker
+    assert resolves("kfp_gpu.mpi.spec.mpijob.worker_template")
+    waits = rows["how the launcher waits (watch, timeouts, pending diagnosis)"]
+    assert "`kfp_gpu/mpi/launch/watch.py`" in waits and resolves("kfp_gpu.mpi.launch.watch")
