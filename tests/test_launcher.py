@@ -199,17 +199,22 @@ def test_non_transient_error_is_not_retried(kube, tmp_path):
     assert e.value.status == 403 and kube.count("POST", MPIJOBS) == 1
 
 
-def test_relaunch_with_record_reattaches_without_create(kube, tmp_path):
+def test_reattach_is_the_deterministic_name_and_409_not_the_record(kube, tmp_path):
+    """Issue 21 item 9: a KFP retry runs in a new pod, which never sees the earlier
+    attempt's record; the retry re-attaches through POST -> 409 -> GET even where a record
+    happens to be at the path (it is not read, only overwritten)."""
     kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
     record = tmp_path / "rec.json"
-    # attempt 1 created the MPIJob and wrote the record, then its pod died
     first = launcher.Launcher(kube.api_client(), backoff=FAST)
     obj, reattached = first.create_or_attach(make_job(), record)
     assert not reattached
-    # attempt 2
+    record.write_text(json.dumps({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                                  "namespace": "ml", "name": "other-job", "uid": "stale"}))
     result, _ = run(kube, make_job(), record)
     assert result.reattached and result.record.uid == obj["metadata"]["uid"]
-    assert kube.count("POST", MPIJOBS) == 1
+    assert [r.status for r in kube.requests if r.method == "POST"] == [201, 409]
+    assert not [r for r in kube.requests if r.method == "GET" and "other-job" in r.path]
+    assert json.loads(record.read_text())["uid"] == obj["metadata"]["uid"]
 
 
 def test_relaunch_without_record_gets_409_and_reattaches(kube, tmp_path):
@@ -254,7 +259,7 @@ def test_retry_after_a_failed_mpijob_replaces_it_and_trains_again(kube, tmp_path
     assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
                              "propagationPolicy": "Foreground"}]
     posts = [r.status for r in kube.requests if r.method == "POST"]
-    assert posts == ([201, 201] if with_record else [201, 409, 201])
+    assert posts == [201, 409, 201]  # re-attach by name + 409, record or not
     assert lines == ["again"]
 
 
@@ -445,7 +450,8 @@ def test_retry_meets_a_job_being_deleted_waits_and_creates_anew(kube, tmp_path):
     assert result.status == "Succeeded" and not result.reattached
     assert result.record.uid != old["metadata"]["uid"]
     assert kube.deletes == []  # we did not delete it a second time
-    assert kube.count("POST", MPIJOBS) == 2
+    # first create, the retry's 409 (by name, issue 21 item 9), the create after it went
+    assert [r.status for r in kube.requests if r.method == "POST"] == [201, 409, 201]
 
 
 def test_every_api_call_has_a_request_timeout(kube):
@@ -781,3 +787,56 @@ def test_log_cursor_dedupes_by_timestamp_not_by_count():
     c.restart()  # a restarted container: one line, later than all the old ones
     assert c.admit("2026-11-23T08:00:03.1Z fresh") == "fresh"
     assert c.admit("no timestamp here") == "no timestamp here"
+
+
+# ------------------------------------------------- issue 21 item 4: Kueue (suspended job)
+def test_a_job_queued_in_kueue_waits_suspended_past_the_pending_timeout(kube, tmp_path, caplog):
+    """Kueue holds the MPIJob suspended (runPolicy.suspend) until it has quota; the launcher
+    accepts that, says which queue it waits in, and does not count the wait against
+    pending_timeout_s; when Kueue admits it (suspend -> false) it runs to the end."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="kfp_gpu")
+    kube.controller = ScriptedController(outcome="Succeeded", log=["step 1", "done"])
+    job = mpijob.build(options.MPIJobOptions.from_settings(
+        name="queued-1", namespace="ml", image="horovod:test", program=("kfp-gpu", "x"),
+        workers=2, kueue_queue="team-a-gpu"))
+    assert job["spec"]["runPolicy"]["suspend"] is True
+
+    def kueue_admits_after(delay_s: float) -> None:
+        from kubernetes import client
+
+        time.sleep(delay_s)  # Kueue's RunWithPodSetsInfo: a PATCH through the API
+        client.CustomObjectsApi(kube.api_client()).patch_namespaced_custom_object(
+            "kubeflow.org", "v2beta1", "ml", "mpijobs", "queued-1",
+            {"spec": {"runPolicy": {"suspend": False}}})  # a dict: merge-patch+json
+
+    t = threading.Thread(target=kueue_admits_after, args=(3.0,), daemon=True)
+    t.start()
+    result, lines = run(kube, job, tmp_path / "rec.json", pending_timeout_s=1.0)
+    t.join()
+    assert result.status == "Succeeded" and lines == ["step 1", "done"]
+    said = caplog.text
+    assert "waiting for quota in queue team-a-gpu" in said
+    assert "not counted against pending_timeout_s" in said
+    conds = {c["type"]: c for c in result.conditions}
+    assert conds["Suspended"]["status"] == "False"
+    assert conds["Suspended"]["reason"] == "MPIJobResumed"
+    assert kube.count("DELETE", MPIJOBS) == 0  # never taken for a pending timeout
+
+
+def test_a_suspended_job_creates_no_pods_in_the_double(kube):
+    """The double follows mpi-operator: no pods while suspended, Suspended True."""
+    kube.controller = ScriptedController(outcome="Succeeded")
+    job = make_job("susp-2")
+    job["spec"]["runPolicy"]["suspend"] = True
+    code, _ = kube.create_object("mpijobs", "ml", job)
+    assert code == 201
+    kube.start_controller("ml", "susp-2")
+    wait_for(lambda: any(c["type"] == "Suspended" and c["status"] == "True" for c in (
+        kube.get_object("mpijobs", "ml", "susp-2").get("status") or {}).get(
+        "conditions", [])), what="Suspended condition")
+    time.sleep(0.3)
+    assert not [p for (kind, ns, _), p in kube.objects.items() if kind == "pods"]
+    assert "startTime" not in kube.get_object("mpijobs", "ml", "susp-2")["status"]
+    kube.delete_object("mpijobs", "ml", "susp-2", "Foreground")

@@ -3,6 +3,7 @@ mpirun command, names, and the ValueErrors for bad input."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from kfp_gpu import gpu
-from kfp_gpu.mpi.spec import mpijob, mpirun, names, network, ssh, volumes
+from kfp_gpu.mpi.spec import mpijob, mpirun, names, network, scheduling, ssh, volumes
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests import upstream_crds
 
@@ -176,7 +177,8 @@ def test_golden_reads_as_intended():
     assert spec["slotsPerWorker"] == 8
     assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
     assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 3600,
-                                 "backoffLimit": 1, "activeDeadlineSeconds": 7200}
+                                 "backoffLimit": 1, "activeDeadlineSeconds": 7200,
+                                 "schedulingPolicy": {"minAvailable": 4}}  # the 4 Workers
     assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
     cmd = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
@@ -519,18 +521,86 @@ def test_upstream_crd_alone_checks_fields_and_unknown_keys():
 def test_scheduling_policy_reaches_run_policy_and_validates():
     """Issue 11 item 10: gang scheduling (mpi-operator types.go SchedulingPolicy)."""
     opts = options(
-        min_available=3, queue="gpu-queue", priority_class="high-priority",
+        min_available=2, queue="gpu-queue", priority_class="high-priority",
         min_resources={"nvidia.com/gpu": "16", "cpu": "64"}, schedule_timeout_seconds=300,
         active_deadline_seconds=3600, backoff_limit=2)
     job = mpijob.build(opts)
     validate_mpijob(job)
     assert job["spec"]["runPolicy"]["schedulingPolicy"] == {
-        "minAvailable": 3, "queue": "gpu-queue", "priorityClass": "high-priority",
+        "minAvailable": 2, "queue": "gpu-queue", "priorityClass": "high-priority",
         "minResources": {"cpu": "64", "nvidia.com/gpu": "16"},
         "scheduleTimeoutSeconds": 300}
     assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
     assert job["spec"]["runPolicy"]["backoffLimit"] == 2
-    assert "schedulingPolicy" not in mpijob.build(options())["spec"]["runPolicy"]
+    assert mpijob.build(options())["spec"]["runPolicy"]["schedulingPolicy"] == {
+        "minAvailable": 2}  # issue 21 item 2: the Workers, not the Launcher
+
+
+@pytest.mark.parametrize("workers", [1, 2, 8])
+def test_gang_of_the_default_job_can_start_under_wait_for_workers_ready(workers):
+    """Issue 21 item 2 (mpi-operator issue 608): the PodGroup the operator derives from our
+    MPIJob (kfp_gpu.mpi.spec.scheduling.implied_pod_group, a mirror of v0.8.2
+    pkg/controller/podgroup.go) needs no more pods than exist before the Launcher."""
+    job = mpijob.build(options(workers=workers))
+    pg = scheduling.implied_pod_group(job)
+    assert pg["minMember"] == workers == pg["creatable_before_launcher"]
+    # What the operator would do without our default: Workers + 1, never reached.
+    bare = copy.deepcopy(job)
+    del bare["spec"]["runPolicy"]["schedulingPolicy"]
+    pg = scheduling.implied_pod_group(bare)
+    assert pg["minMember"] == workers + 1 > pg["creatable_before_launcher"]
+    # AtStartup creates the Launcher at once: upstream's default gang fits, none added.
+    at_startup = mpijob.build(options(workers=workers, launcher_creation_policy="AtStartup"))
+    assert "schedulingPolicy" not in at_startup["spec"]["runPolicy"]
+    pg = scheduling.implied_pod_group(at_startup)
+    assert pg["minMember"] == workers + 1 == pg["creatable_before_launcher"]
+
+
+def test_min_resources_count_of_the_implied_pod_group():
+    """podgroup.go calPGMinResource: with minMember = Workers (< Launcher + Workers) and
+    no minResources, the operator sums the Launcher and Workers - 1."""
+    pg = scheduling.implied_pod_group(mpijob.build(options(workers=4)))
+    assert pg["counted"] == {"Launcher": 1, "Worker": 3}
+    pg = scheduling.implied_pod_group(mpijob.build(options(
+        workers=4, min_resources={"nvidia.com/gpu": "32"})))
+    assert pg["counted"] == {"Launcher": 1, "Worker": 4}  # minResources given: not derived
+
+
+def test_a_gang_larger_than_the_workers_is_refused_under_wait_for_workers_ready():
+    with pytest.raises(ValueError, match=r"min_available 3 > workers 2.*accepted: 1\.\.2"):
+        mpijob.build(options(workers=2, min_available=3))
+    job = mpijob.build(options(workers=2, min_available=3, launcher_creation_policy="AtStartup"))
+    assert job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3}
+
+
+def test_workers_are_ready_only_when_sshd_listens():
+    """Issue 21 item 6: WaitForWorkersReady counts Ready pods (mpi-operator
+    countReadyWorkerPods); the Worker's readiness probe is a TCP connect to sshd's port."""
+    job = mpijob.build(options())
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["readinessProbe"]["tcpSocket"] == {"port": ssh.SSH_PORT} == {"port": 2222}
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert "readinessProbe" not in launcher
+    validate_mpijob(job)
+
+
+def test_kueue_queue_label_suspend_and_a_launcher_that_waits_for_the_workers():
+    """Issue 21 item 4: kueue_queue -> the queue label, runPolicy.suspend (what Kueue's
+    webhook defaults), and the Launcher waits for the Workers' sshd before mpirun."""
+    job = mpijob.build(options(kueue_queue="team-a-gpu"))
+    validate_mpijob(job)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-gpu"
+    assert job["spec"]["runPolicy"]["suspend"] is True
+    cmd = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "command"]
+    assert cmd[:6] == ["/opt/venv/bin/python", "-m", "kfp_gpu.training.launcher_start",
+                       "--port", "2222", "--"]
+    assert cmd[6:] == mpijob.launcher_command(options())  # then the usual mpirun line
+    plain = mpijob.build(options())
+    assert "suspend" not in plain["spec"]["runPolicy"]
+    assert "kueue.x-k8s.io/queue-name" not in plain["metadata"]["labels"]
+    with pytest.raises(ValueError, match="invalid kueue_queue 'Team_A'"):
+        mpijob.build(options(kueue_queue="Team_A"))
 
 
 @pytest.mark.parametrize("change,accepted", [

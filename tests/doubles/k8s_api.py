@@ -81,7 +81,13 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from tests.doubles.http import JsonHandler, LoopbackServer
-from tests.doubles.k8s_resources import OPERATORS, SERVED, ScriptedController, served
+from tests.doubles.k8s_resources import (
+    OPERATORS,
+    SERVED,
+    ScriptedController,
+    served,
+    suspended,
+)
 
 __all__ = ["SERVED", "FakeKube", "ScriptedController", "status_body"]
 
@@ -285,9 +291,13 @@ class FakeKube:
         return out
 
     def set_condition(self, ns: str, name: str, ctype: str, reason: str, message: str,
-                      running_false: bool = False, plural: str = "mpijobs") -> None:
-        """Add/refresh a condition (status True), as the operator's status update does:
-        a v2beta1 ``JobCondition`` for MPIJobs, a ``metav1.Condition`` for TrainJobs."""
+                      running_false: bool = False, plural: str = "mpijobs",
+                      truth: str = "True") -> None:
+        """Add/refresh a condition (its status ``truth``, True unless given), as the operator's status
+        update does: a v2beta1 ``JobCondition`` for MPIJobs, a ``metav1.Condition`` for
+        TrainJobs. ``startTime`` is set with the first condition of a job that is not
+        suspended (mpi-operator v0.8.2 ``mpi_job_controller.go``: ``StartTime == nil &&
+        !isMPIJobSuspended``)."""
         job_shape = OPERATORS[plural].job_condition_shape
         with self._lock:
             obj = self.objects.get((plural, ns, name))
@@ -302,9 +312,9 @@ class FakeKube:
                 if running_false and c["type"] == "Running":
                     c.update(status="False", **stamps)
             conds[:] = [c for c in conds if c["type"] != ctype]
-            conds.append({"type": ctype, "status": "True", "reason": reason,
+            conds.append({"type": ctype, "status": truth, "reason": reason,
                           "message": message, **stamps})
-            if job_shape:
+            if job_shape and not suspended(obj):
                 status.setdefault("startTime", now)
                 if ctype in ("Succeeded", "Failed"):
                     status["completionTime"] = now

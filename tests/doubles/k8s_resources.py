@@ -89,6 +89,17 @@ class Operator:
     job_condition_shape: bool  # JobCondition (lastUpdateTime) vs metav1.Condition
     worker_labels: Callable[[str], dict] = lambda name: {}
     worker_pod: Callable[[str], str] = lambda name: f"{name}-worker-0"
+    #: ``Suspended`` condition (reason, message) while suspended and after resuming.
+    suspended_reason: tuple[str, str] = ("MPIJobSuspended", "MPIJob suspended")
+    resumed_reason: tuple[str, str] = ("MPIJobResumed", "MPIJob resumed")
+
+
+def suspended(job: dict) -> bool:
+    """The job's suspend flag: MPIJob ``spec.runPolicy.suspend`` (kubeflow/mpi-operator
+    v0.8.2 ``mpi_job_controller.go`` ``isMPIJobSuspended``), TrainJob ``spec.suspend``
+    (kubeflow/trainer v2.3.0 ``trainjob_types.go``)."""
+    spec = job.get("spec") or {}
+    return bool((spec.get("runPolicy") or {}).get("suspend") or spec.get("suspend"))
 
 
 OPERATORS: dict[str, Operator] = {
@@ -113,7 +124,10 @@ OPERATORS: dict[str, Operator] = {
         "node", lambda name: f"{name}-launcher-0-0-{uuid.uuid4().hex[:5]}", False,
         lambda name: {"jobset.sigs.k8s.io/jobset-name": name,
                       "jobset.sigs.k8s.io/replicatedjob-name": "node"},
-        lambda name: f"{name}-node-0-0-{uuid.uuid4().hex[:5]}"),
+        lambda name: f"{name}-node-0-0-{uuid.uuid4().hex[:5]}",
+        # kubeflow/trainer v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go
+        # (TrainJobSuspendedReason / TrainJobResumedReason), pkg/constants/constants.go
+        ("Suspended", "TrainJob is suspended"), ("Resumed", "TrainJob is resumed")),
 }
 
 
@@ -162,6 +176,8 @@ class ScriptedController:
             return
         if op.created:
             cond(*op.created, f"{kube_kind(op.plural)} {ns}/{name} is created.")
+        if not self._stay_suspended(kube, ns, name, alive):
+            return
         if self.pending is not None and not self._stay_pending(kube, ns, name, alive):
             return
         pod = op.launcher_pod(name)
@@ -195,6 +211,30 @@ class ScriptedController:
             kube.set_jobs_status(ns, name, active=0, succeeded=int(ok), failed=int(not ok))
         cond(ctype, self.reason or reason, self.message or message, running_false=True)
 
+
+    def _stay_suspended(self, kube: FakeKube, ns: str, name: str, alive) -> bool:
+        """While the job's suspend flag is set (Kueue holds it until admission), create no
+        pods and show ``Suspended`` True; on resume, ``Suspended`` False with the resumed
+        reason. kubeflow/mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go``
+        (``syncHandler`` creates no Workers while ``isMPIJobSuspended``;
+        ``updateMPIJobStatus``: ``JobSuspended`` True ``MPIJobSuspended`` "MPIJob
+        suspended", then False ``MPIJobResumed`` "MPIJob resumed"); Trainer's TrainJob
+        controller likewise (reasons ``Suspended``/``Resumed``). False once the job is gone."""
+        op = OPERATORS[self.plural]
+        obj = kube.get_object(op.plural, ns, name)
+        if obj is None or not suspended(obj):
+            return True
+        kube.set_condition(ns, name, "Suspended", *op.suspended_reason, plural=op.plural)
+        while True:
+            obj = kube.get_object(op.plural, ns, name)
+            if not alive() or obj is None:
+                return False
+            if not suspended(obj):
+                break
+            time.sleep(0.02)
+        kube.set_condition(ns, name, "Suspended", *op.resumed_reason, plural=op.plural,
+                           truth="False")
+        return True
 
     def _stay_pending(self, kube: FakeKube, ns: str, name: str, alive) -> bool:
         """Show a Worker pod that does not start (see ``pending``); False once the job is

@@ -1,13 +1,19 @@
 """Create the MPIJob (or TrainJob: the job's kind picks the :mod:`kfp_gpu.mpi.spec.backends`
-backend), or re-attach to the one an earlier attempt created; record it first.
+backend), or re-attach to the one an earlier attempt created; record it.
 
-After the remote-runner pattern of Google Cloud Pipeline Components (GCPC): if the record
-file of an earlier attempt names an MPIJob that still exists, re-attach to it; else POST
-the MPIJob; ``409 AlreadyExists`` (names are deterministic per run and task,
-:func:`kfp_gpu.mpi.spec.names.job_name`) -> GET it. Never a second create. A Failed MPIJob found
+Re-attach is the deterministic name plus ``409 AlreadyExists``: names are fixed per run and
+task (:func:`kfp_gpu.mpi.spec.names.job_name`), so a retried task POSTs the same name, gets
+409 and GETs the job its earlier attempt made. Never a second create. A Failed job found
 this way is deleted and created again, so that a retry of the task trains again.
-``{"apiVersion", "kind", "namespace", "name", "uid"}`` is written atomically
-(:func:`kfp_gpu.storage.write_text`) before anything else happens.
+
+Not the record file: GCPC's remote runners re-read the record an earlier attempt wrote, but
+a KFP retry (Argo ``retryStrategy``) runs a NEW pod whose output paths are empty
+(argoproj/argo-workflows ``workflow/controller/operator.go`` ``processNodeRetries`` makes a
+new child node, hence a new pod, per attempt; nothing of a failed attempt's outputs is
+handed on), so the record never reaches the retry.
+``{"apiVersion", "kind", "namespace", "name", "uid"}`` is still written atomically
+(:func:`kfp_gpu.storage.write_text`) as the task's ``mpijob`` output, right after the
+create or attach and before the watch.
 """
 
 from __future__ import annotations
@@ -37,20 +43,6 @@ def job_identity(job: Mapping) -> tuple[str, str]:
     if not meta.get("name"):
         raise ValueError(f"the {kind} needs metadata.name (kfp_gpu.mpi.spec.names.job_name)")
     return meta.get("namespace") or "default", meta["name"]
-
-
-def _from_record(jobs: MPIJobClient, record_path) -> dict | None:
-    previous = ResourceRecord.read(record_path)
-    if previous is None or previous.kind != jobs.kind:
-        return None
-    obj = jobs.get(previous.namespace, previous.name)
-    if obj is not None:
-        log.info("re-attaching to %s %s/%s from the record of an earlier attempt",
-                 jobs.kind, previous.namespace, previous.name)
-    else:
-        log.info("%s %s/%s of the earlier record is gone; creating a new one",
-                 jobs.kind, previous.namespace, previous.name)
-    return obj
 
 
 def _create_or_get(jobs: MPIJobClient, job: Mapping, ns: str, name: str) -> tuple[dict, bool]:
@@ -112,10 +104,7 @@ def create_or_attach(jobs: MPIJobClient, job: Mapping, record_path: str | os.Pat
     if not jobs.backend.matches(job):
         raise ValueError(f"this client follows {jobs.backend.api_version} {jobs.kind}, got "
                          f"{job.get('apiVersion')} {job.get('kind')}")
-    obj = _from_record(jobs, record_path)
-    reattached = obj is not None
-    if obj is None:
-        obj, reattached = _create_or_get(jobs, job, ns, name)
+    obj, reattached = _create_or_get(jobs, job, ns, name)
     meta = obj.get("metadata") or {}
     deleting = bool(meta.get("deletionTimestamp"))
     if reattached and (deleting or phase(obj) == "Failed"):

@@ -128,3 +128,18 @@ def phase(obj: Mapping) -> str:
 def failure(obj: Mapping) -> dict | None:
     """The True failure condition of ``obj`` (``Failed`` for both kinds), or None."""
     return condition(obj, "Failed")
+
+
+def suspended_note(obj: Mapping, kind: str = "MPIJob") -> str:
+    """What a ``Suspended`` job waits for, in words: Kueue's queue when the job carries its
+    label (``kueue.x-k8s.io/queue-name``, kubernetes-sigs/kueue
+    ``pkg/controller/constants/constants.go``; Kueue admits the job by clearing
+    ``suspend``), else the suspend flag a user set. Either way the pending timeout does not
+    run while the job is suspended (:class:`kfp_gpu.mpi.launch.pending.PendingGuard`)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    queue = labels.get(crd.KUEUE_QUEUE_LABEL)
+    if queue:
+        return (f"waiting for quota in queue {queue} (Kueue admits the {kind} by unsuspending "
+                "it; not counted against pending_timeout_s)")
+    return (f"suspended ({'runPolicy.suspend' if kind == 'MPIJob' else 'spec.suspend'} is "
+            "true); waiting until it is resumed, not counted against pending_timeout_s")

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from kfp_gpu.mpi.launch.jobs_api import MPIJobClient
-from kfp_gpu.mpi.launch.records import TERMINAL, MPIJobFailed, condition, phase
+from kfp_gpu.mpi.launch.records import TERMINAL, MPIJobFailed, condition, phase, suspended_note
 from kfp_gpu.mpi.launch.retry import is_transient, short
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,9 @@ class _Progress:
             c = self.jobs.backend.terminal_condition(obj) or c
             log.info("%s %s: %s %s", self.jobs.kind, self.name, p,
                      f"({c.get('reason', '')}: {c.get('message', '')})" if c else "")
+            if p == "Suspended":
+                log.info("%s %s: %s", self.jobs.kind, self.name,
+                         suspended_note(obj, self.jobs.kind))
             self.last = p
         return p in TERMINAL
 

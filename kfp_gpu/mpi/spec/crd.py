@@ -24,3 +24,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "kfp-gpu"
 RUN_ID_ANNOTATION = "kfp-gpu/pipeline-run-id"
 TASK_ANNOTATION = "kfp-gpu/task-name"
+
+#: Kueue's queue label: the LocalQueue a job is admitted through
+#: (kubernetes-sigs/kueue ``pkg/controller/constants/constants.go`` ``QueueLabel``).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

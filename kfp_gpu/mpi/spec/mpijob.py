@@ -16,7 +16,8 @@ controller-side rules from ``pkg/apis/kubeflow/validation/validation.go``)::
       mpiImplementation: OpenMPI
       sshAuthMountPath: /home/mpiuser/.ssh   # non-root, as the project's horovod image
       runPolicy: {cleanPodPolicy, ttlSecondsAfterFinished, backoffLimit,
-                  activeDeadlineSeconds, schedulingPolicy}   # the last two when set
+                  activeDeadlineSeconds, suspend,          # the last two when set
+                  schedulingPolicy: {minAvailable: N, ...}}  # N = Workers (gang safety)
       mpiReplicaSpecs:
         Launcher: {replicas: 1, restartPolicy: OnFailure, template: <PodTemplateSpec>}
         Worker:   {replicas: N, restartPolicy: Never,     template: <PodTemplateSpec>}
@@ -60,10 +61,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_gpu.mpi.spec import crd
+from kfp_gpu.mpi.spec import crd, scheduling, ssh
 from kfp_gpu.mpi.spec.mpirun import mpirun_command
 from kfp_gpu.mpi.spec.network import ISTIO_INJECT_ANNOTATION, MULTUS_ANNOTATION
 from kfp_gpu.mpi.spec.options import MPIJobOptions
+
+#: Module that starts a queued job's Launcher (waits for the Workers' sshd, then mpirun).
+LAUNCHER_START = ("-m", "kfp_gpu.training.launcher_start")
 
 
 def rank_env(opts: MPIJobOptions) -> dict[str, str]:
@@ -121,7 +125,22 @@ def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
     }
     if opts.network.rdma and worker_may_run_as_root(opts):
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    container["readinessProbe"] = sshd_readiness_probe()
     return container
+
+
+def sshd_readiness_probe() -> dict:
+    """The Workers' readiness probe: a TCP connect to sshd's port
+    (:data:`kfp_gpu.mpi.spec.ssh.SSH_PORT`; the project image's sshd listens there for
+    ``mpiuser`` and, with :data:`~kfp_gpu.mpi.spec.ssh.ROOT_SSH`, as root).
+
+    ``WaitForWorkersReady`` creates the Launcher once every Worker pod is Ready
+    (mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go`` ``countReadyWorkerPods``:
+    the pod's ``Ready`` condition); without a probe a pod is Ready when its container has
+    started, before sshd listens, and the Launcher's first ssh can be refused.
+    """
+    return {"tcpSocket": {"port": ssh.SSH_PORT}, "periodSeconds": 2, "failureThreshold": 3,
+            "timeoutSeconds": 1}
 
 
 def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
@@ -201,10 +220,22 @@ def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
 
 def launcher_command(opts: MPIJobOptions) -> list[str]:
     """The Launcher's argv: :func:`kfp_gpu.mpi.spec.mpirun.mpirun_command` for ``workers *
-    slotsPerWorker`` ranks, forwarding the names of :func:`rank_env`."""
-    return mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
-                          forwarded_env=list(rank_env(opts)),
-                          implementation=opts.replicas.mpi_implementation)
+    slotsPerWorker`` ranks, forwarding the names of :func:`rank_env`.
+
+    A job queued in Kueue (``kueue_queue``: created suspended) starts it through
+    :mod:`kfp_gpu.training.launcher_start`, which waits until every host of the hostfile
+    accepts connections on sshd's port: a suspended MPIJob gets its Launcher Job before any
+    Worker exists (mpi-operator v0.8.2 ``syncHandler``: ``countReadyWorkerPods`` of no
+    Workers equals their number, 0; kubeflow/mpi-operator issue 615), so on admission the
+    Launcher and the Workers start together and mpirun would meet Workers still pulling
+    their image, failing the Launcher (``backoffLimit`` 0) on a slow pull.
+    """
+    cmd = mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
+                         forwarded_env=list(rank_env(opts)),
+                         implementation=opts.replicas.mpi_implementation)
+    if opts.run_policy.kueue_queue:
+        return [ssh.IMAGE_PYTHON, *LAUNCHER_START, "--port", str(ssh.SSH_PORT), "--", *cmd]
+    return cmd
 
 
 def launcher_template(opts: MPIJobOptions) -> dict:
@@ -250,6 +281,8 @@ def job_metadata(opts: MPIJobOptions) -> dict:
     and annotations, and the run/task provenance annotations (:mod:`kfp_gpu.mpi.spec.crd`)."""
     meta = opts.metadata
     labels = {crd.MANAGED_BY_LABEL: crd.MANAGED_BY, **meta.labels}
+    if opts.run_policy.kueue_queue:
+        labels[crd.KUEUE_QUEUE_LABEL] = opts.run_policy.kueue_queue
     annotations = dict(meta.annotations)
     if meta.run_id:
         annotations[crd.RUN_ID_ANNOTATION] = meta.run_id
@@ -259,6 +292,29 @@ def job_metadata(opts: MPIJobOptions) -> dict:
                            "labels": dict(sorted(labels.items()))}
     if annotations:
         out["annotations"] = dict(sorted(annotations.items()))
+    return out
+
+
+def run_policy(opts: MPIJobOptions) -> dict:
+    """``spec.runPolicy``: the options' (:meth:`~kfp_gpu.mpi.spec.options.RunPolicy.to_spec`)
+    with ``schedulingPolicy.minAvailable`` defaulted to the Worker count under
+    ``WaitForWorkersReady`` (:func:`kfp_gpu.mpi.spec.scheduling.default_min_available`).
+
+    Raises:
+        ValueError: a ``min_available`` above the Worker count under ``WaitForWorkersReady``
+            (the gang could never start: the Launcher is created after the Workers).
+    """
+    out = opts.run_policy.to_spec()
+    workers, creation = opts.replicas.workers, opts.replicas.launcher_creation_policy
+    given = opts.run_policy.min_available
+    if given is not None and creation == "WaitForWorkersReady" and given > workers:
+        raise ValueError(f"min_available {given} > workers {workers}: with "
+                         "launcherCreationPolicy WaitForWorkersReady the Launcher is created "
+                         "only after the Workers run, so a gang of more than the Workers never "
+                         f"starts (mpi-operator issue 608); accepted: 1..{workers}")
+    default = scheduling.default_min_available(workers, creation)
+    if given is None and default is not None:
+        out["schedulingPolicy"] = {"minAvailable": default, **out.get("schedulingPolicy", {})}
     return out
 
 
@@ -281,7 +337,7 @@ def build(opts: MPIJobOptions) -> dict:
             "launcherCreationPolicy": opts.replicas.launcher_creation_policy,
             "mpiImplementation": opts.replicas.mpi_implementation,
             "sshAuthMountPath": opts.ssh.ssh_auth_mount_path,
-            "runPolicy": opts.run_policy.to_spec(),
+            "runPolicy": run_policy(opts),
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
                              "template": launcher_template(opts)},

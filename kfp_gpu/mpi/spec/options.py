@@ -98,8 +98,16 @@ class Replicas:
 
 @dataclass(frozen=True)
 class RunPolicy:
-    """``spec.runPolicy`` (types.go RunPolicy); seconds; ``None``/empty = unset. The last
-    five fields are its ``schedulingPolicy`` (:meth:`scheduling`)."""
+    """``spec.runPolicy`` (types.go RunPolicy); seconds; ``None``/empty = unset. Five fields
+    are its ``schedulingPolicy`` (:meth:`scheduling`).
+
+    ``kueue_queue``: the Kueue LocalQueue the job waits in for quota. The job carries the
+    label ``kueue.x-k8s.io/queue-name`` and is created with ``runPolicy.suspend: true``, as
+    Kueue's MPIJob webhook would default it (kubernetes-sigs/kueue
+    ``pkg/controller/jobs/mpijob/mpijob_webhook.go`` ``Default`` ->
+    ``ApplyDefaultForSuspend``); Kueue unsuspends it when it admits the workload
+    (``mpijob_controller.go`` ``RunWithPodSetsInfo``). Empty = no Kueue.
+    """
 
     clean_pod_policy: str = "Running"
     ttl_seconds_after_finished: int | None = 86400
@@ -110,6 +118,7 @@ class RunPolicy:
     min_resources: Mapping[str, str] = field(default_factory=dict)
     priority_class: str = ""
     schedule_timeout_seconds: int | None = None
+    kueue_queue: str = ""
 
     def scheduling(self) -> SchedulingPolicy:
         """The gang-scheduling part (:class:`kfp_gpu.mpi.spec.scheduling.SchedulingPolicy`)."""
@@ -124,6 +133,11 @@ class RunPolicy:
         if self.active_deadline_seconds is not None:
             positive_int("active_deadline_seconds", self.active_deadline_seconds)
         self.scheduling().validate()
+        if self.kueue_queue and (not isinstance(self.kueue_queue, str)
+                                 or not DNS1123_LABEL.match(self.kueue_queue)):
+            raise ValueError(f"invalid kueue_queue {self.kueue_queue!r}: accepted are "
+                             "LocalQueue names usable as a label value (DNS-1123 labels, "
+                             "at most 63 characters, e.g. 'team-a-gpu')")
 
     def to_spec(self) -> dict[str, Any]:
         """The ``runPolicy`` dict (unset fields left out; ``schedulingPolicy`` only when
@@ -134,6 +148,8 @@ class RunPolicy:
                            ("activeDeadlineSeconds", self.active_deadline_seconds)):
             if value is not None:
                 out[key] = value
+        if self.kueue_queue:
+            out["suspend"] = True  # Kueue admits it by setting suspend: false
         scheduling = self.scheduling().to_spec()
         if scheduling:
             out["schedulingPolicy"] = scheduling

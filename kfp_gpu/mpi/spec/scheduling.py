@@ -7,8 +7,10 @@ copies them into the PodGroup it creates when it runs with gang scheduling
 (``--gang-scheduling=volcano`` or ``scheduler-plugins``); without it they are ignored.
 
 ==========================  ==========================================================
-``min_available``           ``minAvailable``: PodGroup ``minMember`` (default: the
-                            number of Workers, plus the Launcher)
+``min_available``           ``minAvailable``: PodGroup ``minMember`` (operator default:
+                            Workers + 1, the Launcher counted; the MPIJob builder
+                            defaults it to the Workers under ``WaitForWorkersReady``,
+                            see :func:`default_min_available`)
 ``queue``                   ``queue``: Volcano queue (not passed to scheduler-plugins)
 ``min_resources``           ``minResources``: PodGroup ``minResources`` (scheduler-plugins)
 ``priority_class``          ``priorityClass``: PodGroup ``priorityClassName`` (Volcano)
@@ -87,3 +89,48 @@ class SchedulingPolicy:
             if value not in (None, "", {}):
                 out[key] = value
         return out
+
+
+def default_min_available(workers: int, launcher_creation_policy: str) -> int | None:
+    """The ``minAvailable`` the MPIJob builder sets when none is given: the Worker count
+    when the Launcher waits for the Workers (``WaitForWorkersReady``), else None.
+
+    Why: without it the operator's PodGroup counts the Launcher (``minMember`` = Workers +
+    1, :func:`implied_pod_group`), but under ``WaitForWorkersReady`` the Launcher is only
+    created once every Worker is Ready, and a gang scheduler (Volcano, scheduler-plugins
+    coscheduling) binds no Worker until ``minMember`` pods exist: a deadlock
+    (kubeflow/mpi-operator issue 608, open; its workaround is ``minAvailable`` = Workers).
+    Without gang scheduling the operator ignores ``schedulingPolicy``.
+    """
+    return workers if launcher_creation_policy == "WaitForWorkersReady" else None
+
+
+def implied_pod_group(job: Mapping) -> dict[str, Any]:
+    """The PodGroup sizes mpi-operator v0.8.2 derives from an MPIJob ``dict`` (pure mirror
+    of ``pkg/controller/podgroup.go``, release v0.8.2, commit caa3c47):
+
+    - ``minMember``: ``calculateMinAvailable``: ``schedulingPolicy.minAvailable`` if set,
+      else Worker replicas + 1 (the Launcher);
+    - ``counted``: replicas per role that ``calPGMinResource`` sums into ``minResources``
+      when ``schedulingPolicy.minResources`` is unset: with Launcher + Workers >
+      ``minMember`` and equal priorities, the Workers are cut to ``minMember - 1`` (so
+      ``minResources`` then counts one Worker's GPUs too few; set ``min_resources`` to
+      state the gang's full request);
+    - ``creatable_before_launcher``: the pods that exist before the Launcher under
+      ``launcherCreationPolicy`` (``WaitForWorkersReady``: the Workers only,
+      ``mpi_job_controller.go`` ``syncHandler``; ``AtStartup``: all).
+
+    The gang can start only if ``creatable_before_launcher >= minMember``.
+    """
+    spec = job.get("spec") or {}
+    replicas = spec.get("mpiReplicaSpecs") or {}
+    workers = int((replicas.get("Worker") or {}).get("replicas") or 0)
+    launchers = 1 if "Launcher" in replicas else 0
+    policy = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
+    min_member = policy.get("minAvailable", workers + 1)
+    counted = {"Launcher": launchers, "Worker": workers}
+    if "minResources" not in policy and launchers + workers > min_member:
+        counted["Worker"] = min_member - 1
+    waits = spec.get("launcherCreationPolicy", "AtStartup") == "WaitForWorkersReady"
+    return {"minMember": min_member, "counted": counted,
+            "creatable_before_launcher": workers if waits else workers + launchers}

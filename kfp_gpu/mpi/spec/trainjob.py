@@ -288,7 +288,10 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME) -> dict:
                                                 name=runtime),
         trainer=trainer,
         runtime_patches=[_model(m.TrainerV1alpha1RuntimePatch, p) for p in patches] or None,
-        active_deadline_seconds=opts.run_policy.active_deadline_seconds)
+        active_deadline_seconds=opts.run_policy.active_deadline_seconds,
+        # Kueue's TrainJob integration admits it by clearing spec.suspend (kubernetes-sigs/
+        # kueue pkg/controller/jobs/trainjob); the queue label comes with job_metadata.
+        suspend=True if opts.run_policy.kueue_queue else None)
     job = m.TrainerV1alpha1TrainJob(api_version=API_VERSION, kind=KIND,
                                     metadata=m.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
                                         **mpijob.job_metadata(opts)), spec=spec)
@@ -305,6 +308,48 @@ def launcher_command(opts: MPIJobOptions) -> list[str]:
     if opts.network.rdma:
         return [ssh.IMAGE_PYTHON, *ssh.WORKER_START, *cmd]
     return cmd
+
+
+def runtime_node_image(runtime: Mapping) -> str | None:
+    """The image of the ``node`` container of the runtime's ``node`` replicated job (what
+    every rank host but the launcher runs), or None when the runtime has none."""
+    template = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for rjob in template.get("replicatedJobs") or []:
+        if rjob.get("name") != NODE_CONTAINER:
+            continue
+        pod = (((rjob.get("template") or {}).get("spec") or {}).get("template") or {})
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            if c.get("name") == NODE_CONTAINER:
+                return c.get("image")
+    return None
+
+
+def check_runtime_image(job: Mapping, runtime: Mapping) -> None:
+    """Refuse a TrainJob whose ``trainer.image`` differs from its runtime's node image.
+
+    Kubeflow Trainer v2.3.0 applies ``trainer.image`` to the ``node`` container of the
+    trainer-ancestor replicated job only (``pkg/runtime/framework/plugins/jobset/builder.go``
+    ``Trainer()``: the image is set where ``trainjob-ancestor-step: trainer``, the launcher
+    here), while the ``node`` replicated job keeps the runtime's image (kubeflow/trainer
+    issue 2825; fix PR 4050 open), so the launcher and the other ranks would run different
+    code.
+
+    Raises:
+        ValueError: the two images differ, with the two fixes.
+    """
+    wanted = ((job.get("spec") or {}).get("trainer") or {}).get("image")
+    have = runtime_node_image(runtime)
+    if not wanted or have is None or wanted == have:
+        return
+    name = (runtime.get("metadata") or {}).get("name", DEFAULT_RUNTIME)
+    raise ValueError(
+        f"TrainJob image {wanted!r} differs from the node image {have!r} of runtime "
+        f"{name!r}: Kubeflow Trainer v2.3 gives trainer.image to the launcher only, so the "
+        "ranks would run different code (kubeflow/trainer issue 2825). Fix: install the "
+        "runtime with that image (manifests/trainer: `kustomize edit set image "
+        f"{have.rsplit(':', 1)[0].rsplit('@', 1)[0]}={wanted}`, or `kfp-gpu compile --registry` "
+        "and the same registry for the manifests), or use a runtime copy with that image "
+        "(the runtime parameter), or backend 'mpijob'")
 
 
 def _model(cls, data: dict):

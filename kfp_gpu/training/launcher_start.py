@@ -1,0 +1,103 @@
+"""Entry of a queued job's Launcher: wait until every Worker's sshd answers, then exec mpirun.
+
+``python -m kfp_gpu.training.launcher_start [--port 2222] [--timeout 1800] -- mpirun ...``
+
+A job Kueue admits (``runPolicy.suspend`` true -> false) gets its Launcher Job while it is
+suspended, before any Worker exists (kubeflow/mpi-operator v0.8.2
+``pkg/controller/mpi_job_controller.go`` ``syncHandler``; issue 615), so on admission the
+Launcher starts together with Workers that may still be pulling a multi-GB image; mpirun's
+first ssh would then fail and, with ``backoffLimit`` 0, fail the job. This module reads the
+hostfile the operator mounts (``OMPI_MCA_orte_default_hostfile``, set by the operator to
+``/etc/mpi/hostfile``: ``<host> slots=<n>`` per line), connects to each host's sshd port
+until all accept (a Worker's name resolves only once its pod is Ready: the operator's
+headless Service publishes ready addresses only, ``newJobService`` with
+``PublishNotReadyAddresses`` false unless ``runLauncherAsWorker``; the Workers' readiness
+probe is sshd's port, :func:`kfp_gpu.mpi.spec.mpijob.sshd_readiness_probe`), and then
+replaces itself with the command, which keeps the Launcher's signals and exit code.
+
+Exit code 1 with one line naming the hosts that never answered within ``--timeout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+#: Where mpi-operator mounts the hostfile (``configMountPath`` + ``hostfileName``).
+DEFAULT_HOSTFILE = "/etc/mpi/hostfile"
+HOSTFILE_ENV = "OMPI_MCA_orte_default_hostfile"
+
+
+def hosts(text: str) -> list[str]:
+    """Host names of a hostfile (first word of each non-comment line), in order."""
+    out = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words and words[0] not in out:
+            out.append(words[0])
+    return out
+
+
+def answers(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """True if a TCP connection to ``host:port`` is accepted within ``timeout_s``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for(names: Sequence[str], port: int, timeout_s: float, *, poll_s: float = 2.0,
+             probe: Callable[[str, int], bool] = answers,
+             clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> list[str]:
+    """Poll until every host answers on ``port``; returns the hosts still silent after
+    ``timeout_s`` seconds ([] = all answered)."""
+    waiting = list(names)
+    end = clock() + timeout_s
+    while waiting:
+        waiting = [h for h in waiting if not probe(h, port)]
+        if not waiting or clock() >= end:
+            break
+        sleep(poll_s)
+    return waiting
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``[--port P] [--timeout S] [--hostfile F] -- command...``; wait; exec."""
+    parser = argparse.ArgumentParser(prog="python -m kfp_gpu.training.launcher_start")
+    parser.add_argument("--port", type=int, default=2222)
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds to wait for every Worker's sshd (default 1800)")
+    parser.add_argument("--hostfile", default=os.environ.get(HOSTFILE_ENV, DEFAULT_HOSTFILE))
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command after --")
+    try:
+        names = hosts(Path(args.hostfile).read_text())
+    except OSError as e:
+        print(f"launcher_start: cannot read the hostfile {args.hostfile}: {e.strerror}",
+              file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    silent = wait_for(names, args.port, args.timeout)
+    if silent:
+        print(f"launcher_start: no sshd on port {args.port} of {', '.join(silent)} after "
+              f"{args.timeout:g} s; the Workers did not start (see their pods' events)",
+              file=sys.stderr)
+        return 1
+    print(f"launcher_start: {len(names)} Worker(s) answer on port {args.port} after "
+          f"{time.monotonic() - t0:.0f} s", flush=True)
+    os.execvp(command[0], command)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
