@@ -73,6 +73,7 @@ def train_resnet_horovod(
     priority_class: str = "",
     schedule_timeout_seconds: int = 0,
     min_resources: dict = {},  # noqa: B006 - KFP reads the literal as the default
+    kueue_queue: str = "",
 ):
     """Data-parallel ResNet training with Horovod: an MPIJob or TrainJob on a cluster, mpirun
     locally.
@@ -126,7 +127,11 @@ def train_resnet_horovod(
             gang scheduling, ``runPolicy.schedulingPolicy`` (MPIJob only; 0/""/{} = unset;
             kfp_gpu.mpi.spec.scheduling); ``min_resources`` maps resource names to quantities,
             e.g. ``{"nvidia.com/gpu": "16", "cpu": "64"}`` (the PodGroup's minResources,
-            scheduler-plugins coscheduling).
+            scheduler-plugins coscheduling). Under ``WaitForWorkersReady`` (the default)
+            ``min_available`` defaults to ``workers`` (the Launcher is created after them).
+        kueue_queue: the Kueue LocalQueue (label ``kueue.x-k8s.io/queue-name``); the job is
+            created suspended and waits for quota (not counted against
+            ``pending_timeout_s``), its Launcher waits for the Workers' sshd.
 
     Outputs:
         model: directory with ``model.keras`` (keras.saving.load_model).
@@ -187,7 +192,7 @@ def train_resnet_horovod(
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
             task_name=task_name, gpu_override=worker_gpu, policy=rt.policy_settings(
                 active_deadline_seconds, backoff_limit, min_available, queue,
-                priority_class, schedule_timeout_seconds, min_resources))
+                priority_class, schedule_timeout_seconds, min_resources, kueue_queue))
         job = job_backend.build(opts)  # ValueError here, before anything is written/created
         rt.stage_data(train_data.path, test_data.path, data_uri)
         result = rt.run_cluster(job, mpijob.path, work_dir, model.path,

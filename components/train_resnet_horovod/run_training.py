@@ -329,7 +329,8 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
 def policy_settings(active_deadline_seconds: int = 0, backoff_limit: int = 0,
                     min_available: int = 0, queue: str = "", priority_class: str = "",
                     schedule_timeout_seconds: int = 0,
-                    min_resources: Mapping[str, str] | None = None) -> dict:
+                    min_resources: Mapping[str, str] | None = None,
+                    kueue_queue: str = "") -> dict:
     """The component's run-policy and gang-scheduling parameters as
     ``MPIJobOptions.from_settings`` keywords: 0 means unset (None) for the optional
     numbers (``backoff_limit`` 0 is a value: no retry); empty strings and an empty
@@ -339,7 +340,7 @@ def policy_settings(active_deadline_seconds: int = 0, backoff_limit: int = 0,
             "min_available": min_available or None, "queue": queue,
             "priority_class": priority_class,
             "schedule_timeout_seconds": schedule_timeout_seconds or None,
-            "min_resources": dict(min_resources or {})}
+            "min_resources": dict(min_resources or {}), "kueue_queue": kueue_queue}
 
 
 def run_cluster(job: Mapping, record_path: str, work_dir: str, model_path: str, *,

@@ -549,4 +549,29 @@ def test_run_policy_and_gang_scheduling_parameters_reach_the_mpijob(kube, data, 
     assert rt.policy_settings() == {
         "active_deadline_seconds": None, "backoff_limit": 0, "min_available": None,
         "queue": "", "priority_class": "", "schedule_timeout_seconds": None,
-        "min_resources": {}}
+        "min_resources": {}, "kueue_queue": ""}
+
+
+def test_kueue_queue_parameter_reaches_the_mpijob(kube, data, tmp_path, keras_model):
+    """Issue 21 item 4: the component's kueue_queue -> queue label and suspend; the task
+    still succeeds once the job runs (the double resumes it when the test plays Kueue)."""
+    _, metrics_line = trainer_metrics_line(2 * 8)
+    kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
+                                         step_s=0.01, model=keras_model)
+    out = Outputs(tmp_path / "attempt1", tmp_path / "in")
+
+    def kueue_admits() -> None:
+        for _ in range(500):
+            jobs = [o for (p, _, _), o in list(kube.objects.items()) if p == "mpijobs"]
+            if jobs:
+                obj = jobs[0]
+                with kube._lock:
+                    obj["spec"]["runPolicy"]["suspend"] = False
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=kueue_admits, daemon=True).start()
+    run_component(out, tmp_path / "pvc" / "work", kueue_queue="team-a")
+    posted = next(r.body for r in kube.requests if r.method == "POST")
+    assert posted["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert posted["spec"]["runPolicy"]["suspend"] is True
