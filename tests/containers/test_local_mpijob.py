@@ -151,18 +151,58 @@ def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
         assert_gone(docker_engine, runner, workspace)
 
 
-def test_launcher_failures_up_to_the_backoff_limit(docker_engine, horovod_image):
+@pytest.mark.parametrize(("restart_policy", "runs", "reason", "message", "failed"), [
+    # the builder's Launcher (OnFailure, mpi-operator's default): the Job controller fails
+    # the Job once the container's restartCount reaches backoffLimit (2): two full runs, the
+    # second restart cut short (kubernetes/kubernetes pkg/controller/job/job_controller.go
+    # pastBackoffLimitOnFailure); its one pod deleted, so no pod reason is appended
+    ("OnFailure", 2, "BackoffLimitExceeded", "Job has reached the specified backoff limit",
+     1),
+    # Never: Failed pods counted, failed > backoffLimit: three pods; the last one's empty
+    # pod-level reason and message appended (mpi-operator updateMPIJobFailedStatus)
+    ("Never", 3, "BackoffLimitExceeded/", "Job has reached the specified backoff limit: ",
+     3),
+])
+def test_launcher_retries_by_the_job_controllers_rule(docker_engine, horovod_image,
+                                                      restart_policy, runs, reason, message,
+                                                      failed):
+    """Issue 21 items 11 and 12: the Launcher Job's backoff rule for the restartPolicy
+    mpi-operator gives it, and the operator's Failed reason and message."""
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-retry", namespace="ci", image=horovod_image, workers=1, backoff_limit=1,
+        name="lmpi-retry", namespace="ci", image=horovod_image, workers=1, backoff_limit=2,
         program=("python", "-c", "import sys; print('trying', flush=True); sys.exit(5)")))
+    assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure"
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = restart_policy
     status, _, runner = run_job(docker_engine, job)
     workspace = runner.workspace
     try:
-        failed = next(c for c in status["conditions"] if c["type"] == "Failed")
-        assert failed["reason"] == "BackoffLimitExceeded/Error"
-        assert failed["message"].startswith("Job has reached the specified backoff limit")
-        assert status["replicaStatuses"]["Launcher"] == {"failed": 2}
-        assert runner.logs("launcher").count("trying") == 2  # restarted once, in place
+        failed_cond = next(c for c in status["conditions"] if c["type"] == "Failed")
+        assert (failed_cond["reason"], failed_cond["message"]) == (reason, message)
+        assert status["replicaStatuses"]["Launcher"] == {"failed": failed}
+        assert runner.logs("launcher").count("trying") == runs  # restarted in place
+        assert runner.launcher_failures == runs
+    finally:
+        assert_gone(docker_engine, runner, workspace)
+
+
+def test_deadline_starts_with_the_launcher(docker_engine, horovod_image):
+    """Issue 21 item 13: activeDeadlineSeconds is the Launcher Job's (mpi-operator v0.8.2
+    newLauncherJob), its clock starting with that Job, so Workers that take longer than the
+    deadline to get ready do not cut the job short (the DeadlineExceeded path itself:
+    tests/test_mpi_local_reconcile.py)."""
+    sshd = " ".join(ssh.DEFAULT_WORKER_COMMAND)
+    job = mpijob.build(MPIJobOptions.from_settings(
+        name="lmpi-late", namespace="ci", image=horovod_image, workers=1,
+        active_deadline_seconds=6, worker_command=("sh", "-c", f"sleep 9; exec {sshd}"),
+        program=("python", "-c", "print('started', flush=True)")))
+    assert job["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
+    status, sampler, runner = run_job(docker_engine, job)
+    workspace = runner.workspace
+    try:
+        assert sampler.conditions == ["Created", "Running", "Succeeded"], status
+        assert "started" in runner.logs("launcher")
+        rec = runner._reconciler
+        assert rec.deadline_start - rec.t0 >= 9  # the Launcher's creation, after sshd
     finally:
         assert_gone(docker_engine, runner, workspace)
 

@@ -28,10 +28,26 @@ def log_tail(container, lines: int = 5) -> str:
     return text.strip()
 
 
+def _loopback(local_address: str) -> bool:
+    """True for a ``/proc/net/tcp[6]`` ``local_address`` (hex ``ADDR:PORT``, the address in
+    host byte order: little-endian here) on 127.0.0.0/8, ``::1`` or ``::ffff:127.x``."""
+    addr = local_address.split(":")[0].upper()
+    if len(addr) == 8:
+        return addr[6:8] == "7F"
+    return addr == "0" * 24 + "01000000" or (
+        addr[:24] == "0" * 16 + "FFFF0000" and addr[30:32] == "7F")
+
+
 def listening(proc_net_tcp: str) -> bool:
-    """True if a ``/proc/net/tcp[6]`` listing has a socket in state LISTEN (``0A``)."""
+    """True if a ``/proc/net/tcp[6]`` listing has a socket in state LISTEN (``0A``) that a
+    Kubernetes ``tcpSocket`` probe could reach: not bound to a loopback address (kubelet
+    probes the pod IP). This also leaves out the TCP listener of Docker's embedded DNS
+    server, which dockerd opens on 127.0.0.11 inside every container of a user-defined
+    network (moby/moby ``libnetwork/resolver.go``), so every Worker would otherwise look
+    ready at once."""
     rows = [ln.split() for ln in proc_net_tcp.splitlines()[1:]]
-    return any(len(r) > 3 and r[3] == "0A" for r in rows)
+    return any(len(r) > 3 and r[3] == "0A" and ":" in r[1] and not _loopback(r[1])
+               for r in rows)
 
 
 def state(container) -> tuple[str, int, bool]:

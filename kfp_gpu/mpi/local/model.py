@@ -69,13 +69,37 @@ class ContainerSpec:
 @dataclass(frozen=True)
 class RunPolicy:
     """``spec.runPolicy`` and ``spec.launcherCreationPolicy`` with upstream defaults
-    (``cleanPodPolicy`` None, batch/v1 Job ``backoffLimit`` 6 when unset)."""
+    (``cleanPodPolicy`` None, batch/v1 Job ``backoffLimit`` 6 when unset).
+
+    Attributes:
+        launcher_restart_policy: the Launcher replica's ``restartPolicy`` as the job gives it
+            (mpi-operator default ``OnFailure``, kubeflow/mpi-operator v0.8.2
+            ``pkg/apis/kubeflow/v2beta1/constants.go`` l. 20-23); see
+            :attr:`launcher_pod_restart_policy` for what its pods get.
+        deadline_from: when the ``activeDeadlineSeconds`` clock starts: ``launcher`` (an
+            MPIJob: the deadline is the Launcher Job's own, ``newLauncherJob`` l. 1568 of
+            mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go``, so it runs from the
+            Job's ``status.startTime``, set when the Job controller first syncs the created
+            Job: kubernetes/kubernetes ``pkg/controller/job/job_controller.go`` syncJob,
+            ``pastActiveDeadline``) or ``job`` (a TrainJob: from the TrainJob's
+            creationTimestamp, kubeflow/trainer v2.3.0 ``pkg/controller/
+            trainjob_controller.go`` reconcileDeadline l. 155-167).
+    """
 
     clean_pod_policy: str = "None"
     backoff_limit: int = 6
     active_deadline_seconds: int | None = None
     launcher_creation_policy: str = "AtStartup"
     launcher_restart_policy: str = "OnFailure"
+    deadline_from: str = "launcher"
+
+    @property
+    def launcher_pod_restart_policy(self) -> str:
+        """The Launcher pod template's ``restartPolicy`` in its batch/v1 Job: the replica's,
+        except ``ExitCode`` -> ``Never`` (kubeflow/mpi-operator v0.8.2
+        ``pkg/controller/mpi_job_controller.go`` ``setRestartPolicy`` l. 1722-1728)."""
+        return "Never" if self.launcher_restart_policy == "ExitCode" else (
+            self.launcher_restart_policy)
 
 
 #: The ssh Secret's files, as both controllers project them.

@@ -294,7 +294,10 @@ def run_policy(job: Mapping, launcher: Mapping) -> RunPolicy:
         active_deadline_seconds=job["spec"].get("activeDeadlineSeconds") or None,
         launcher_creation_policy="WaitForWorkersReady" if depends else "AtStartup",
         launcher_restart_policy=(job_spec["template"].get("spec") or {}).get(
-            "restartPolicy") or "Never")
+            "restartPolicy") or "Never",
+        # the TrainJob's own deadline, from its creation (kubeflow/trainer v2.3.0
+        # pkg/controller/trainjob_controller.go reconcileDeadline l. 155-167)
+        deadline_from="job")
 
 
 def _jobset_notes(spec: Mapping, job: Mapping) -> list[str]:

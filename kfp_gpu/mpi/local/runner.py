@@ -22,9 +22,13 @@ Steps:
    Worker runs and listens on a TCP port (its sshd), with ``AtStartup`` at once -- the
    Launcher (``newLauncherJob``); ``discover_hosts.sh`` lists the running Workers;
 4. status conditions as the controller writes them (:mod:`kfp_gpu.mpi.local.status`); the
-   Launcher is restarted after a non-zero exit until ``runPolicy.backoffLimit`` failures
-   (batch/v1 Job semantics), then ``Failed``/``BackoffLimitExceeded``; a Worker that exits
-   first fails the job with ``WorkerFailed/<reason>`` (runner-only, see the docs);
+   Launcher is restarted after a non-zero exit until the batch/v1 Job controller's backoff
+   rule for its restartPolicy fails it (``OnFailure``, the default: at the
+   ``backoffLimit``-th failed run; ``Never``: at the ``backoffLimit + 1``-th; see
+   :mod:`kfp_gpu.mpi.local.reconcile`), then ``Failed`` with mpi-operator's
+   ``BackoffLimitExceeded`` text; ``activeDeadlineSeconds`` runs from the Launcher's
+   creation (it is the Launcher Job's); a Worker that exits first fails the job with
+   ``WorkerFailed/<reason>`` (runner-only, see the docs);
 5. ``cleanPodPolicy`` on Workers when the job finishes (``cleanUpWorkerPods``,
    ``deleteWorkerPods``), and :meth:`LocalMPIJobRunner.delete` removes containers, network
    and workspace (what deleting the MPIJob does through ownerReferences).
@@ -129,7 +133,8 @@ class LocalMPIJobRunner:
 
     @property
     def launcher_failures(self) -> int:
-        """Launcher runs that ended non-zero so far."""
+        """Launcher runs that ended non-zero so far (container exits, not the Launcher
+        Job's ``status.failed``: see :mod:`kfp_gpu.mpi.local.reconcile`)."""
         return self._reconciler.launcher_failures if self._reconciler else 0
 
     def containers(self, role: str = "") -> list:

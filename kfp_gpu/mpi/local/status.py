@@ -26,9 +26,14 @@ from kfp_gpu.mpi.local.model import LocalPlan
 CREATED, RUNNING, SUCCEEDED, FAILED = "Created", "Running", "Succeeded", "Failed"
 REASONS = {CREATED: "MPIJobCreated", RUNNING: "MPIJobRunning",
            SUCCEEDED: "MPIJobSucceeded", FAILED: "MPIJobFailed"}
-#: batch/v1 Job failure reasons the Launcher can end with (Job controller).
+#: batch/v1 Job ``Failed`` condition reasons and messages the Launcher Job can end with
+#: (kubernetes/kubernetes ``pkg/controller/job/job_controller.go`` syncJob, at commit
+#: 6ae037f: ``newFailureCondition(JobReasonBackoffLimitExceeded, ...)`` and
+#: ``(JobReasonDeadlineExceeded, ...)``); mpi-operator copies them into the MPIJob.
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+BACKOFF_LIMIT_MESSAGE = "Job has reached the specified backoff limit"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Job was active longer than specified deadline"
 #: Runner-only reasons (no upstream counterpart, see docs/local-mpijob.md).
 WORKER_FAILED = "WorkerFailed"
 WORKERS_NOT_READY = "WorkersNotReady"
@@ -124,16 +129,41 @@ class JobStatus:
         self.failed(f"{WORKER_FAILED}/{reason}", f"worker {pod} exited with code {code} "
                     f"({reason})" + (f": {tail}" if tail else ""))
 
-    def launcher_failed(self, pod: str, code: int, reason: str, tail: str = "") -> None:
-        """The Launcher failed ``backoffLimit + 1`` times: the Job's ``BackoffLimitExceeded``
-        with the pod's reason appended (``updateMPIJobFailedStatus``)."""
-        self.failed(f"{BACKOFF_LIMIT_EXCEEDED}/{reason}",
-                    f"Job has reached the specified backoff limit: {pod} exited with code "
-                    f"{code} ({reason})" + (f": {tail}" if tail else ""))
+    def launcher_failed(self, pod: str, code: int, reason: str, tail: str = "",
+                        last_failed_pod: tuple[str, str] | None = None) -> None:
+        """The Launcher Job failed with ``BackoffLimitExceeded``: mpi-operator's text.
+
+        kubeflow/mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go``
+        ``updateMPIJobFailedStatus`` (l. 1202-1234) takes reason and message of the Job's
+        ``Failed`` condition (:data:`BACKOFF_LIMIT_EXCEEDED`, :data:`BACKOFF_LIMIT_MESSAGE`)
+        and, for that reason, appends ``"/" + pod.status.reason`` and
+        ``": " + pod.status.message`` of the last launcher pod in phase Failed, if one is
+        left (pinned by ``TestLauncherFailed`` in ``mpi_job_controller_test.go``: reason
+        ``BackoffLimitExceeded/FailedReason2``). Those are the *pod's* fields, not the
+        container's ``Error``/``OOMKilled``: kubelet leaves them empty for a pod whose
+        container exited and fills them only for evictions, a pod's own deadline and node
+        shutdown, none of which happens here.
+
+        Args:
+            pod, code, reason, tail: the Launcher container, its exit code, the container
+                reason (:func:`container_reason`) and last lines: not part of the condition
+                (the operator never sees them); the reconciler logs them.
+            last_failed_pod: ``(status.reason, status.message)`` of the last Failed launcher
+                pod, None when none is left (restartPolicy OnFailure: the Job controller
+                deletes the one pod; see :mod:`kfp_gpu.mpi.local.reconcile`).
+        """
+        del pod, code, reason, tail  # runner detail, not the operator's text
+        reason_out, message = BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE
+        if last_failed_pod is not None:
+            reason_out += "/" + last_failed_pod[0]
+            message += ": " + last_failed_pod[1]
+        self.failed(reason_out, message)
 
     def deadline_exceeded(self) -> None:
-        """``activeDeadlineSeconds`` passed (the Launcher Job's ``DeadlineExceeded``)."""
-        self.failed(DEADLINE_EXCEEDED, "Job was active longer than specified deadline")
+        """``activeDeadlineSeconds`` passed: the Launcher Job's ``DeadlineExceeded`` condition
+        copied as it is (no pod suffix: ``updateMPIJobFailedStatus`` appends one only to
+        ``BackoffLimitExceeded``)."""
+        self.failed(DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
 
     def workers_not_ready(self, timeout_s: float) -> None:
         """Runner-only ``WorkersNotReady``: Workers not running and listening in time."""
@@ -141,10 +171,12 @@ class JobStatus:
                     f"Workers not running and listening after {timeout_s:.0f} s")
 
     def replicas(self, role: str, active: int = 0, succeeded: int = 0, failed: int = 0,
-                 total: int = 0) -> None:
+                 total: int = 0, job_failed: bool | None = None) -> None:
         """``replicaStatuses[role]`` (role ``Launcher`` or ``Worker``) from pod counts; zero
-        counts are left out, as the Go JSON tags (``omitempty``) do. ``total`` (the pods
-        expected) is not used by the MPIJob status."""
+        counts are left out, as the Go JSON tags (``omitempty``) do. For the Launcher,
+        ``failed`` is the Launcher Job's ``status.failed`` (failed pods, not container
+        restarts: ``updateMPIJobStatus`` l. 1120). ``total`` (the pods expected) and
+        ``job_failed`` are not used by the MPIJob status."""
         counts = {"active": active, "succeeded": succeeded, "failed": failed}
         self.replica_statuses[role] = {k: v for k, v in counts.items() if v}
 
@@ -246,8 +278,12 @@ class TrainJobStatus:
         """A ``node`` pod failed: its Job fails (``backoffLimit: 0``), so the JobSet."""
         self._job_failed("node", pod, code, reason, tail)
 
-    def launcher_failed(self, pod: str, code: int, reason: str, tail: str = "") -> None:
-        """The launcher Job failed (its pod failed ``backoffLimit + 1`` times)."""
+    def launcher_failed(self, pod: str, code: int, reason: str, tail: str = "",
+                        last_failed_pod: tuple[str, str] | None = None) -> None:
+        """The launcher Job failed (past its ``backoffLimit``, by the Job controller's rule
+        for its restartPolicy: see :mod:`kfp_gpu.mpi.local.reconcile`). JobSet's message
+        names the Job, not a pod: ``last_failed_pod`` is not used."""
+        del last_failed_pod
         self._job_failed("launcher", pod, code, reason, tail)
 
     def deadline_exceeded(self) -> None:
@@ -260,12 +296,15 @@ class TrainJobStatus:
                     f"node pods not running and listening after {timeout_s:.0f} s")
 
     def replicas(self, role: str, active: int = 0, succeeded: int = 0, failed: int = 0,
-                 total: int = 0) -> None:
+                 total: int = 0, job_failed: bool | None = None) -> None:
         """``jobsStatus`` entry of the replicated job for ``role`` (one child Job) from its
         pods' counts, as JobSet counts child Jobs (jobset_controller.go l. 458-520): failed
-        past its backoffLimit, succeeded when every pod did, else active/ready."""
-        limit = self.launcher_backoff_limit if role == "Launcher" else 0
-        job_failed = failed > limit
+        (``job_failed``, the Job controller's decision; when None: failed pods past its
+        backoffLimit, the rule for restartPolicy Never), succeeded when every pod did,
+        else active/ready."""
+        if job_failed is None:
+            limit = self.launcher_backoff_limit if role == "Launcher" else 0
+            job_failed = failed > limit
         done = job_failed or (total > 0 and succeeded >= total)
         self.jobs_status[REPLICATED_JOB[role]] = {
             "name": REPLICATED_JOB[role],
