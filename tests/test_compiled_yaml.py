@@ -66,26 +66,18 @@ def test_imdb_lstm_requests_one_whole_gpu_on_the_train_task_only():
     assert c.image.endswith(":0.1.0") and "kfp-gpu-trainer" in c.image
 
 
-def test_compile_with_another_gpu_and_registry(tmp_path, monkeypatch):
-    monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/ml")
-    import importlib
+def test_compile_with_another_gpu_and_registry(tmp_path):
+    # the registry is an argument (issue 21 item 1): no environment, no module reloads
+    comp.compile_all(tmp_path, gpu="gpu:2", only="imdb-lstm", registry="registry.example.com/ml")
+    spec, _ = ir.load(tmp_path / "pipelines" / "imdb_lstm.yaml")
+    c = ir.container(spec, "train-text-classifier")
+    assert c.resources.accelerator.resource_count == "2"
+    assert c.image == "registry.example.com/ml/kfp-gpu-trainer:0.1.0"
 
-    from kfp_gpu.components.train_text_classifier import component
 
-    importlib.reload(component)
-    from kfp_gpu.pipelines import imdb_lstm
-
-    importlib.reload(imdb_lstm)
-    try:
-        comp.compile_all(tmp_path, gpu="gpu:2", only="imdb-lstm")
-        spec, _ = ir.load(tmp_path / "pipelines" / "imdb_lstm.yaml")
-        c = ir.container(spec, "train-text-classifier")
-        assert c.resources.accelerator.resource_count == "2"
-        assert c.image == "registry.example.com/ml/kfp-gpu-trainer:0.1.0"
-    finally:
-        monkeypatch.delenv("KFP_GPU_REGISTRY")
-        importlib.reload(component)
-        importlib.reload(imdb_lstm)
+def test_another_registry_needs_an_output_folder():
+    with pytest.raises(ValueError, match="output folder"):
+        comp.compile_all(None, registry="registry.example.com/ml")
 
 
 def test_catalog_entries_resolve():

@@ -170,14 +170,13 @@ def test_launcher_has_no_tensorflow():
     assert "[train]" not in text and "tensorflow==" not in text.lower()
 
 
-def test_build_script_refs_match_images_module(monkeypatch):
+def test_build_script_refs_match_images_module():
     registry = "registry.example.com/team"
     env = dict(os.environ, KFP_GPU_REGISTRY=registry + "/")
     out = subprocess.run(["bash", str(ROOT / "scripts" / "build-images.sh"), "--dry-run"],
                          capture_output=True, text=True, env=env, timeout=60, check=True).stdout
-    monkeypatch.setenv("KFP_GPU_REGISTRY", registry)
     for name in NAMES:
-        ref = images.image(name)
+        ref = images.image(name, registry)
         assert f"image {name}: {ref}\n" in out
         assert f"--file images/{name}/Dockerfile" in out
     assert out.count("--push") == 3
@@ -207,15 +206,14 @@ def _dry_run(*args: str, registry: str = "registry.example.com/team") -> str:
                           check=True).stdout
 
 
-def test_local_build_is_the_cpu_flavour_with_the_same_tags(monkeypatch):
+def test_local_build_is_the_cpu_flavour_with_the_same_tags():
     """--local: classic builder on the debootstrap base, wheelhouse, same refs as the YAML."""
     out = _dry_run("--local")
-    monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/team")
     builds = {line.split("--file images/")[1].split("/")[0]: line
               for line in out.splitlines() if line.startswith("+ docker build ")}
     assert sorted(builds) == sorted(NAMES) and "--push" not in out and "buildx" not in out
     for name, line in builds.items():
-        assert f"--tag {images.image(name)} " in line
+        assert f"--tag {images.image(name, 'registry.example.com/team')} " in line
         assert "--network host" in line and "--build-arg WHEELHOUSE=build/wheelhouse" in line
         assert "--build-arg BASE_IMAGE=kfp-gpu-base:bookworm" in line
         assert re.search(r"<== " + name + r" built in \d+ s", out)
@@ -294,3 +292,55 @@ def test_dockerd_config_template():
     for limit in ("nofile", "nproc"):
         assert config["default-ulimits"][limit]["Soft"] == 10000
         assert config["default-ulimits"][limit]["Hard"] == 10000
+
+
+# -- ImageSet: the registry and tag as values (issue 21 item 1) ------------------------------
+
+
+@pytest.mark.parametrize("registry", [
+    "ghcr.io/kfp-gpu", "registry.example.com/ml", "registry.example.com:5000/ml/team",
+    "localhost:5000", "acme", "docker.io/acme", "Registry.Example.COM/ml", "[::1]:5000/ml",
+    "reg.example.com/a__b/c-d.e"])
+def test_image_set_accepts_registries_of_the_reference_grammar(registry):
+    ref = images.ImageSet(registry).image(images.HOROVOD)
+    assert ref == f"{registry}/kfp-gpu-horovod:{kfp_gpu.__version__}"
+
+
+@pytest.mark.parametrize("registry", [
+    "", "registry.example.com/ml/", "registry example.com", "régistry.example.com",
+    "registry.example.com/ML", "registry.example.com//ml", "https://registry.example.com",
+    "registry.example.com/-ml", "reg.example.com:port/ml", "a/" + "b" * 250])
+def test_image_set_refuses_bad_registries_naming_what_is_accepted(registry):
+    with pytest.raises(ValueError, match=r"invalid registry .*(accepted|e\.g\.)"):
+        images.ImageSet(registry)
+
+
+@pytest.mark.parametrize("tag", ["", ".1", "-rc", "1.0 ", "v" * 129, "a:b", "0.1.0+local"])
+def test_image_set_refuses_bad_tags(tag):
+    with pytest.raises(ValueError, match="invalid image tag .*accepted"):
+        images.ImageSet(tag=tag)
+
+
+def test_image_set_is_a_value_no_environment(monkeypatch):
+    monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/team")
+    assert images.ImageSet() == images.ImageSet(images.DEFAULT_REGISTRY, kfp_gpu.__version__)
+    assert images.image(images.TRAINER).startswith("ghcr.io/kfp-gpu/kfp-gpu-trainer:")
+    s = images.ImageSet("registry.example.com/ml", "v2_rc.1")
+    assert s.image("launcher") == "registry.example.com/ml/kfp-gpu-launcher:v2_rc.1"
+    assert s.repository("horovod") == "registry.example.com/ml/kfp-gpu-horovod"
+    with pytest.raises(ValueError, match="accepted: trainer, horovod, launcher"):
+        s.image("pytorch")
+    assert not hasattr(images, "REGISTRY_ENV") and not hasattr(images, "registry")
+
+
+def test_apply_renames_whole_references_only():
+    d = images.ImageSet().image("horovod")
+    s = images.ImageSet("r.example.com/ml", "9")
+    doc = {"a": [d, {"b": d + "x"}], "c": f"run {d}", "n": 1, "img": images.image("trainer")}
+    out = images.apply(doc, s)
+    assert out == {"a": ["r.example.com/ml/kfp-gpu-horovod:9", {"b": d + "x"}],
+                   "c": f"run {d}", "n": 1, "img": "r.example.com/ml/kfp-gpu-trainer:9"}
+    assert doc["a"][0] == d  # pure
+    text = f"# image: [Default: '{d}']\n# {d}rc1 x/{d}\n"
+    assert images.rename_text(text, s) == (
+        "# image: [Default: 'r.example.com/ml/kfp-gpu-horovod:9']\n" f"# {d}rc1 x/{d}\n")

@@ -29,9 +29,14 @@ def test_root_writable_by_image_user_and_local_tags(tmp_path, monkeypatch):
     root = tmp_path / "root"
     local_docker.prepare_root(str(root))
     assert stat.S_IMODE(root.stat().st_mode) == 0o1777
-    monkeypatch.setenv(images.REGISTRY_ENV, "registry.example.com/team")
-    local_docker.use_local_images()
-    assert images.image(images.TRAINER).startswith(images.DEFAULT_REGISTRY + "/")
+    # The components name the default set (the local tags) whatever the environment says:
+    # the registry is a compile argument, never an environment read (issue 21 item 1).
+    monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/team")
+    from kfp_gpu.components.prep_text.component import prep_text
+
+    assert prep_text.component_spec.implementation.container.image == \
+        images.ImageSet().image(images.TRAINER)
+    assert images.ImageSet().image(images.TRAINER).startswith(images.DEFAULT_REGISTRY + "/")
 
 
 def test_docker_runner_binds_data_read_only(tmp_path):

@@ -79,8 +79,7 @@ def test_mpi_policy_matches_the_horovod_image_layout():
         (container,) = p["spec"]["containers"]
         # the MPI plugin mounts the ssh Secret / hostfile only into containers named "node"
         assert container["name"] == "node"
-        assert container["image"] == images.image(images.HOROVOD).replace(
-            images.registry(), images.DEFAULT_REGISTRY)
+        assert container["image"] == images.ImageSet().image(images.HOROVOD)
         assert p["spec"]["securityContext"] == {"runAsUser": mj.MPI_USER_ID,
                                                 "runAsGroup": mj.MPI_USER_ID,
                                                 "fsGroup": mj.MPI_USER_ID}

@@ -231,3 +231,42 @@ def test_one_worker_warns_about_the_idle_node_pod(caplog):
     with caplog.at_level("WARNING", logger="kfp_gpu.mpi.spec.trainjob"):
         trainjob.build(options(workers=2))
     assert caplog.text == ""
+
+
+# -- issue 21 item 5: trainer.image reaches the launcher only ------------------------------
+
+
+def test_a_job_image_other_than_the_runtimes_is_refused_at_build_time():
+    """Kubeflow Trainer v2.3.0 plugins/jobset/builder.go Trainer() (l. 113-139) sets
+    trainer.image on the trainer-ancestor job only (the launcher; the node job keeps the
+    runtime's image): with another image the launcher and the ranks would run different
+    code (kubeflow/trainer issue 2825), so build refuses it with the fixes."""
+    opts = options()
+    assert trainjob.build(opts, runtime_image=opts.image)["spec"]["trainer"]["image"] == \
+        opts.image
+    with pytest.raises(ValueError, match="issue 2825") as e:
+        trainjob.build(opts, runtime_image="registry.example.com/ml/kfp-gpu-horovod:0.1.0")
+    msg = str(e.value)
+    assert repr(opts.image) in msg and "launcher only" in msg
+    assert "kfp-gpu compile --registry R -o DIR" in msg
+    assert f"kustomize edit set image registry.example.com/ml/kfp-gpu-horovod={opts.image}" in msg
+    assert "runtime copy" in msg and "'mpijob'" in msg
+    # the runtime manifest's node image is what the check compares with
+    job = trainjob.build(opts)  # None: the caller vouches (unchecked)
+    node_image = trainjob.runtime_node_image(RUNTIME)
+    assert node_image == RUNTIME["spec"]["template"]["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]["spec"]["containers"][0]["image"]
+    trainjob.check_runtime_image({**job, "spec": {"trainer": {"image": node_image}}}, RUNTIME)
+    with pytest.raises(ValueError, match="differs from the node image"):
+        trainjob.check_runtime_image({**job, "spec": {"trainer": {"image": "other:1"}}},
+                                     RUNTIME)
+
+
+def test_the_builder_models_upstreams_image_rule():
+    """What effective_pod (this file's model of Trainer) does with trainer.image is what
+    check_image guards against: launcher on the job's image, nodes on the runtime's."""
+    opts = options()
+    job = trainjob.build(opts)
+    job["spec"]["trainer"]["image"] = "other:1"
+    assert node(effective_pod(job, "launcher"))["image"] == "other:1"
+    assert node(effective_pod(job, "node"))["image"] == trainjob.runtime_node_image(RUNTIME)

@@ -1,6 +1,8 @@
 """KFP component ``train_resnet_horovod``: Horovod ResNet training as an MPIJob or a TrainJob (or
 mpirun locally)."""
 
+import dataclasses
+
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
@@ -52,9 +54,10 @@ def train_resnet_horovod(
     work_dir: str = "",
     checkpoint_dir: str = "",
     worker_gpu: str = "",
-    image: str = "",
+    image: str = "",  # compiled default: the Horovod image (see the end of this module)
     namespace: str = "",
     backend: str = "mpijob",
+    runtime_image: str = "",  # compiled default: the Horovod image
     rdma: bool = False,
     rdma_resource: str = "rdma/rdma_shared_device_a",
     multus_networks: str = "",
@@ -103,8 +106,16 @@ def train_resnet_horovod(
             PVC is refused (ValueError).
         checkpoint_dir: where checkpoints go (resumable); default ``<work_dir>/checkpoints``
             (local: beside the model output).
-        image, namespace: MPIJob image (default kfp-gpu-horovod) and namespace (default
-            this pod's).
+        image, namespace: image of the MPIJob Launcher/Workers (TrainJob: ``trainer.image``)
+            and namespace (default this pod's). The compiled default of ``image`` is the
+            Horovod image of the registry ``kfp-gpu compile --registry`` was given (a
+            constant in the YAML; nothing is read from this pod's environment); an empty
+            ``image`` is a ValueError in cluster mode.
+        runtime_image: backend ``trainjob``: the image the ClusterTrainingRuntime
+            ``kfp-gpu-horovod`` runs its nodes on (compiled default: the same Horovod image,
+            which ``compile -o DIR`` also writes into DIR/manifests/trainer). Kubeflow
+            Trainer v2.3 gives ``trainer.image`` to the launcher only, so an ``image``
+            other than this is refused before anything is created.
         backend: ``mpijob`` (default: a ``kubeflow.org/v2beta1`` MPIJob, MPI Operator) or
             ``trainjob`` (a Kubeflow Trainer v2 ``trainer.kubeflow.org/v1alpha1`` TrainJob on
             the ``kfp-gpu-horovod`` ClusterTrainingRuntime of manifests/trainer; the launcher
@@ -151,7 +162,6 @@ def train_resnet_horovod(
     import logging
 
     from kfp_gpu import storage
-    from kfp_gpu.build import images as imgs
     from kfp_gpu.components.train_resnet_horovod import run_training as rt
     from kfp_gpu.mpi.spec import backends
 
@@ -185,15 +195,16 @@ def train_resnet_horovod(
         args = rt.trainer_args(data_uri, "", work_dir, checkpoint_dir=checkpoint_dir, **hyper)
         opts = rt.job_options(
             name=name,
-            namespace=namespace or kube.pod_namespace(), image=image or imgs.image(
-                imgs.HOROVOD), args=args, workers=workers, settings=settings, rdma=rdma,
+            namespace=namespace or kube.pod_namespace(), image=rt.job_image(image), args=args,
+            workers=workers, settings=settings, rdma=rdma,
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
             task_name=task_name, gpu_override=worker_gpu, policy=rt.policy_settings(
                 active_deadline_seconds, backoff_limit, min_available, queue,
                 priority_class, schedule_timeout_seconds, min_resources, kueue_queue))
-        job = job_backend.build(opts)  # ValueError here, before anything is written/created
+        # ValueError here, before anything is written/created
+        job = rt.build_job(job_backend, opts, runtime_image=runtime_image)
         rt.stage_data(train_data.path, test_data.path, data_uri)
         result = rt.run_cluster(job, mpijob.path, work_dir, model.path,
                                 pending_timeout_s=pending_timeout_s)
@@ -202,3 +213,15 @@ def train_resnet_horovod(
         metrics.log_metric(key, value)
     model.metadata.update({"framework": "keras", "file": "model.keras",
                            "execution": mode, "world_size": result.get("world_size")})
+
+
+# The compiled defaults of ``image`` and ``runtime_image``: the Horovod image of the default
+# ImageSet, which ``kfp-gpu compile --registry R`` rewrites in the YAML
+# (kfp_gpu.build.images.apply). Set on the component's spec, not in the signature: KFP embeds
+# the function's source in the YAML, and a reference there would be one compile cannot
+# rewrite (the signature's "" is never used on a cluster: KFP's driver passes the
+# compiled default).
+for _input in ("image", "runtime_image"):
+    train_resnet_horovod.component_spec.inputs[_input] = dataclasses.replace(
+        train_resnet_horovod.component_spec.inputs[_input],
+        default=images.image(images.HOROVOD))

@@ -326,6 +326,34 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
     return opts.replace(**dict(policy or {})).validate()
 
 
+def job_image(image: str, what: str = "image") -> str:
+    """The MPIJob/TrainJob image: the component's ``image`` input as given. Its compiled
+    default is the Horovod image of the ``kfp-gpu compile --registry`` set (a constant in
+    the YAML, kfp_gpu.build.images.apply); nothing is derived from this pod's environment.
+
+    Raises:
+        ValueError: ``image`` is empty or blank.
+    """
+    if not image or not image.strip():
+        raise ValueError(f"{what} is empty: leave the parameter unset for the compiled default "
+                         "(the Horovod image of `kfp-gpu compile --registry`) or give an image "
+                         "reference such as registry.example.com/ml/kfp-gpu-horovod:<version>")
+    return image
+
+
+def build_job(backend, opts, *, runtime_image: str) -> dict:
+    """The job for ``opts`` from ``backend`` (:mod:`kfp_gpu.mpi.spec.backends`); a TrainJob
+    is built against ``runtime_image``, the image its ClusterTrainingRuntime's nodes run
+    (:func:`kfp_gpu.mpi.spec.trainjob.build`).
+
+    Raises:
+        ValueError: from the builder, e.g. a TrainJob image other than ``runtime_image``.
+    """
+    if backend.name == "trainjob":
+        return backend.build(opts, runtime_image=job_image(runtime_image, "runtime_image"))
+    return backend.build(opts)
+
+
 def policy_settings(active_deadline_seconds: int = 0, backoff_limit: int = 0,
                     min_available: int = 0, queue: str = "", priority_class: str = "",
                     schedule_timeout_seconds: int = 0,

@@ -1,15 +1,28 @@
 """Compile every component and pipeline of the registry (:mod:`kfp_gpu.build.registry`) to
-YAML, or check they are current."""
+YAML, or check they are current.
+
+The image registry and tag are arguments (``compile_all(..., registry=R)``), applied to each
+compiled document by :func:`kfp_gpu.build.images.apply` (KFP has no compile-time image
+hook: components are decorated with the default :class:`~kfp_gpu.build.images.ImageSet`);
+nothing here reads or writes the process environment. With ``output_dir`` the Trainer
+runtime (manifests/trainer) is written beside the YAML with the same images
+(:func:`write_runtime_manifests`), so a TrainJob's launcher and nodes pull the same image.
+"""
 
 from __future__ import annotations
 
 import difflib
+import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kfp_gpu import storage
+from kfp_gpu import __version__, storage
 from kfp_gpu.build import images, registry
+
+log = logging.getLogger(__name__)
+#: The Trainer runtime's kustomize folder, relative to the repository root.
+RUNTIME_MANIFESTS = Path("manifests") / "trainer"
 
 
 @dataclass(frozen=True)
@@ -50,37 +63,118 @@ def targets(output_dir: Path | None = None, only: str | None = None) -> list[Tar
     return out
 
 
-def compile_target(t: Target, dest: Path, gpu: str | None = None) -> None:
-    """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given."""
+def compile_target(t: Target, dest: Path, gpu: str | None = None,
+                   image_set: images.ImageSet | None = None) -> None:
+    """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given; every
+    image reference of the default set becomes ``image_set``'s (default: unchanged)."""
     from kfp import compiler
 
     obj = registry.resolve(t.ref)
     if t.kind == "pipeline":
         obj = obj(gpu) if gpu else obj()
-    with storage.atomic_file(dest, suffix=".yaml") as tmp:
-        compiler.Compiler().compile(obj, str(tmp))
+    with tempfile.TemporaryDirectory(prefix="kfp-gpu-compile-") as tmp:
+        raw = Path(tmp) / dest.name
+        compiler.Compiler().compile(obj, str(raw))
+        text = with_images(raw.read_text(encoding="utf-8"), image_set or images.ImageSet())
+    storage.write_text(dest, text)
+
+
+def with_images(text: str, image_set: images.ImageSet) -> str:
+    """KFP's compiled YAML ``text`` with :func:`kfp_gpu.build.images.apply` applied to each
+    document, written back the way KFP writes it (kfp 2.17
+    ``compiler/pipeline_spec_builder.py`` write_pipeline_spec_to_file: the comment header,
+    then ``yaml.dump_all(documents, sort_keys=True)``); the references in the header's
+    comments (the inputs' defaults) are renamed too. With the default set the text comes
+    back unchanged (``compile --check`` pins that)."""
+    import yaml
+
+    lines = text.splitlines(keepends=True)
+    n = 0
+    while n < len(lines) and lines[n].startswith("#"):
+        n += 1
+    header, body = "".join(lines[:n]), "".join(lines[n:])
+    header = images.rename_text(header, image_set)
+    docs = [images.apply(d, image_set) for d in yaml.safe_load_all(body)]
+    return header + yaml.dump_all(docs, sort_keys=True)
+
+
+def repository_root() -> Path:
+    """The source checkout the packages live in (``components/``'s parent when installed
+    editable, as in this repository)."""
+    return package_dir("components").parent
+
+
+def write_runtime_manifests(output_dir: Path, image_set: images.ImageSet) -> list[Path]:
+    """Write the Trainer runtime kustomization (manifests/trainer) under
+    ``output_dir/manifests/trainer`` with ``image_set``'s images: the files as they are,
+    comments kept, each default-set reference renamed (:func:`kfp_gpu.build.images.
+    rename_text`, checked against :func:`kfp_gpu.build.images.apply` on the parsed
+    documents). So ``kubectl apply -k DIR/manifests/trainer`` installs the
+    ClusterTrainingRuntime ``kfp-gpu-horovod`` on the image the compiled YAML's
+    ``runtime_image`` names (issue 21 items 1 and 5: Kubeflow Trainer v2.3 gives
+    ``trainer.image`` to the launcher only; the nodes run the runtime's image).
+
+    Returns:
+        The written paths; [] when manifests/trainer is not there (a wheel install, not a
+        source checkout; then the kustomize ``images:`` entry of docs/cluster.md applies).
+
+    Raises:
+        ValueError: a file in which renaming the text changed more than the images.
+    """
+    src = repository_root() / RUNTIME_MANIFESTS
+    if not (src / "kustomization.yaml").is_file():
+        log.warning("%s not found (not a source checkout): install the Trainer runtime with "
+                    "a kustomize images: entry for %s", src, image_set.image(images.HOROVOD))
+        return []
+    import yaml
+
+    dest = output_dir / RUNTIME_MANIFESTS
+    written = []
+    for f in sorted(src.glob("*.yaml")):
+        text = f.read_text(encoding="utf-8")
+        renamed = images.rename_text(text, image_set)
+        expected = [images.apply(d, image_set) for d in yaml.safe_load_all(text)]
+        if list(yaml.safe_load_all(renamed)) != expected:
+            raise ValueError(f"{f}: renaming the images in the text changed more than the "
+                             "images; fix the file")
+        storage.write_text(dest / f.name, renamed)
+        written.append(dest / f.name)
+    return written
 
 
 def compile_all(output_dir: Path | None = None, gpu: str | None = None,
-                only: str | None = None) -> list[Path]:
-    """Compile the catalog; returns the written paths."""
+                only: str | None = None, registry: str | None = None,
+                tag: str | None = None) -> list[Path]:
+    """Compile the catalog with the images of ``ImageSet(registry, tag)`` (defaults: the
+    default registry, the package version); returns the written paths. With
+    ``output_dir`` the Trainer runtime is written too (:func:`write_runtime_manifests`).
+
+    Raises:
+        ValueError: a bad registry or tag (:class:`kfp_gpu.build.images.ImageSet`), a
+            non-default one without ``output_dir`` (the package's YAML is the default
+            build), an unknown ``only``.
+    """
+    image_set = images.ImageSet(registry or images.DEFAULT_REGISTRY, tag or __version__)
+    if image_set != images.ImageSet() and output_dir is None:
+        raise ValueError("a registry or tag other than the default needs an output folder: "
+                         "the package's checked-in YAML stays the default build")
     written = []
     for t in targets(output_dir, only):
-        compile_target(t, t.path, gpu if t.kind == "pipeline" else None)
+        compile_target(t, t.path, gpu if t.kind == "pipeline" else None, image_set)
         written.append(t.path)
+    if output_dir is not None:
+        written += write_runtime_manifests(output_dir, image_set)
     return written
 
 
 def check_all(only: str | None = None) -> list[str]:
     """Recompile into a temporary folder and diff against the checked-in YAML.
 
+    The checked-in YAML is the default build (default registry and tag).
+
     Returns:
         One message (with a short unified diff) per stale or missing file; [] if current.
     """
-    if images.registry() != images.DEFAULT_REGISTRY:
-        raise ValueError(f"{images.REGISTRY_ENV}={images.registry()!r} is set: the checked-in "
-                         f"YAML uses the default registry {images.DEFAULT_REGISTRY!r}; unset it "
-                         "to check")
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         for t in targets(None, only):

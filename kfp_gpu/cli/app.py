@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -45,8 +44,11 @@ def compile_cmd(
         "--gpu", help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
         "'mig:1g.10gb', 'fraction:0.5' (default: each pipeline's own).")] = None,
     registry: Annotated[str | None, typer.Option(
-        "--registry", help="Image registry prefix (default $KFP_GPU_REGISTRY or "
-        "ghcr.io/kfp-gpu).")] = None,
+        "--registry", envvar="KFP_GPU_REGISTRY",
+        help="Image registry prefix for every image the pipelines start (component pods, "
+        "MPIJob/TrainJob pods, the Trainer runtime written to DIR/manifests/trainer), e.g. "
+        "registry.example.com/ml; needs --output-dir. Also $KFP_GPU_REGISTRY (read here, "
+        "by this option only). Default ghcr.io/kfp-gpu.")] = None,
     output_dir: Annotated[Path | None, typer.Option(
         "--output-dir", "-o", help="Write under DIR/components and DIR/pipelines "
         "instead of the package folders.")] = None,
@@ -54,13 +56,12 @@ def compile_cmd(
     = None,
 ) -> None:
     """Compile every component and pipeline to YAML (or --check they are current)."""
-    if registry:
-        os.environ["KFP_GPU_REGISTRY"] = registry
     from kfp_gpu.build import compile as comp
 
     if check:
         if gpu or output_dir or registry:
-            _fail("--check compares the checked-in YAML; it takes no --gpu/--output-dir/--registry")
+            _fail("--check compares the checked-in YAML (the default registry); it takes no "
+                  "--gpu/--output-dir/--registry (is $KFP_GPU_REGISTRY set? unset it)")
         try:
             problems = comp.check_all(only)
         except ValueError as e:
@@ -75,7 +76,7 @@ def compile_cmd(
         _fail("--gpu/--registry need --output-dir DIR: the package's checked-in YAML stays "
               "the default build (kfp-gpu compile --check compares against it)")
     try:
-        written = comp.compile_all(output_dir, gpu, only)
+        written = comp.compile_all(output_dir, gpu, only, registry=registry)
     except ValueError as e:
         _fail(str(e))
     for path in written:

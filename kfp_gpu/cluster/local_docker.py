@@ -1,6 +1,9 @@
 """kfp.local's DockerRunner for `kfp-gpu run PIPELINE --local --runner docker` (issue 10 item 2).
 
-Every task runs in the image its compiled spec names. Facts it works around (kfp 2.17,
+Every task runs in the image its spec names: the default
+:class:`kfp_gpu.build.images.ImageSet` the components are decorated with, which is how the
+locally built images are tagged (``make images-local``); no environment variable moves it
+(issue 21 item 1). Facts it works around (kfp 2.17,
 kfp/local/config.py DockerRunner and kfp/local/docker_task_handler.py):
 - DockerRunner passes docker-SDK ``containers.run`` kwargs through except image, command
   and volumes, so the data folder is bound with ``mounts`` (read-only, same path inside).
@@ -14,19 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kfp_gpu.build import images
-
 IMAGE_USER = "1000"
-
-
-def use_local_images() -> None:
-    """Make component images resolve to the locally built tags (``make images-local``).
-
-    Those are tagged under :data:`kfp_gpu.build.images.DEFAULT_REGISTRY`; a different
-    ``$KFP_GPU_REGISTRY`` is replaced for this process. Must run before the components are
-    imported (their ``base_image`` is read at import time).
-    """
-    os.environ[images.REGISTRY_ENV] = images.DEFAULT_REGISTRY
 
 
 def runner(data_dir: str | None):

@@ -50,8 +50,6 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
 
     if runner not in RUNNERS:
         raise ValueError(f"unknown runner {runner!r}; accepted: {list(RUNNERS)}")
-    if runner == "docker":
-        local_docker.use_local_images()
     if name not in registry.PIPELINES:
         raise ValueError(f"unknown pipeline {name!r}; accepted: {sorted(registry.PIPELINES)}")
     factory = registry.resolve(registry.PIPELINES[name])

@@ -13,10 +13,15 @@ NAMES = ("trainer", "horovod", "launcher")
 
 
 def image_ref(name: str) -> str:
-    """The reference of runtime image ``name`` that the compiled YAML names."""
-    from kfp_gpu.build.images import image
+    """The reference of runtime image ``name`` that the checked-in compiled YAML names (the
+    default :class:`kfp_gpu.build.images.ImageSet`, the tag ``make images-local`` gives).
 
-    return image(name)
+    Raises:
+        ValueError: ``name`` is not trainer, horovod or launcher.
+    """
+    from kfp_gpu.build.images import ImageSet
+
+    return ImageSet().image(name)
 
 
 @dataclasses.dataclass(frozen=True)

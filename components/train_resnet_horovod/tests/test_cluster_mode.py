@@ -185,6 +185,7 @@ def run_component(out: Outputs, work_dir: Path | str, **kw) -> None:
     """Run the component; by default the PVC is mounted at ``work_dir``'s parent."""
     args = {"execution": "cluster", "workers": 2, "epochs": 1, "batch_size": 32,
             "work_dir": str(work_dir), "namespace": NS, "image": "registry.test/horovod:1",
+            "runtime_image": "registry.test/horovod:1",
             "single_gpu_img_per_sec": SINGLE_GPU_IMG_PER_SEC, "run_id": RUN_ID,
             "task_name": TASK, "task_config": task_config(Path(work_dir).parent)}
     args.update(kw)

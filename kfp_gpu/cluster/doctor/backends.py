@@ -130,14 +130,19 @@ def problems(backend: str, crds: Mapping, runtimes: RuntimeFacts,
     return out
 
 
-def backends_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
+def backends_section(rep: Report, facts: ClusterFacts, needs: Needs,
+                     expected_image: str | None = None) -> None:
     """The "Training backends" table; problems for the backend a distributed run uses
-    when that is ``trainjob`` (the MPIJob CRD's own problems come from :mod:`.crds`)."""
+    when that is ``trainjob`` (the MPIJob CRD's own problems come from :mod:`.crds`).
+
+    ``expected_image``: the node image the runtime must run -- the compiled
+    ``runtime_image`` of the pipeline a run will use; default the Horovod image of the
+    default :class:`kfp_gpu.build.images.ImageSet` (a value, never the environment)."""
     if facts.connect_error:
         return
     from kfp_gpu.build import images
 
-    image = images.image(images.HOROVOD)
+    image = expected_image or images.ImageSet().image(images.HOROVOD)
     rep.sections.append(("Training backends", ("backend", "needs", "status"),
                          rows(facts.crds, facts.runtimes, image)))
     if needs.mpi and needs.backend == "trainjob":

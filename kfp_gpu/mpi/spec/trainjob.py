@@ -18,7 +18,8 @@ is per job goes where Kubeflow Trainer v2.3.0 applies it (kubeflow/trainer v2.3.
                    name: kfp-gpu-horovod}
       activeDeadlineSeconds: ...              # MPIJobOptions.active_deadline_seconds
       trainer:
-        image: <opts.image>                   # the launcher's image (nodes: the runtime's)
+        image: <opts.image>                   # the launcher's image (nodes: the runtime's;
+                                              #  build refuses any other, runtime_image)
         command: [mpirun, -np, N*G, ...]      # as the MPIJob Launcher runs it (RDMA:
                                               #  through worker_start's memlock check)
         env: [NCCL_*, the GPU share, opts.env]   # every "node" container (launcher too)
@@ -253,7 +254,8 @@ def runtime_patches(opts: MPIJobOptions) -> list[dict]:
              "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}}}]
 
 
-def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME) -> dict:
+def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
+          runtime_image: str | None = None) -> dict:
     """The TrainJob for ``opts`` as a JSON-ready ``dict`` (see the module docstring), built
     with the published Trainer API models (``kubeflow_trainer_api``, PyPI
     ``kubeflow-trainer-api`` 2.3.0). Deterministic.
@@ -262,13 +264,23 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME) -> dict:
         opts: the MPIJob options (``workers`` -> ``numNodes``, :meth:`slots` ->
             ``numProcPerNode``; ``mpirun -np workers*slots``).
         runtime: name of the ClusterTrainingRuntime (default :data:`DEFAULT_RUNTIME`).
+        runtime_image: the image the runtime's ``node`` replicated job runs (for
+            ``kfp-gpu-horovod``: the Horovod image of the compile's
+            :class:`kfp_gpu.build.images.ImageSet`, the one ``kfp-gpu compile -o DIR``
+            writes into DIR/manifests/trainer; the component passes its compiled
+            ``runtime_image``). ``opts.image`` must equal it (:func:`check_image`). None:
+            not checked -- the caller vouches that the runtime runs ``opts.image`` (a
+            runtime it wrote itself, as the local runner's tests do).
 
     Raises:
-        ValueError: from :func:`check_options`.
+        ValueError: from :func:`check_options`; from :func:`check_image` when ``opts.image``
+            differs from ``runtime_image``.
     """
     from kubeflow_trainer_api import models as m
 
     check_options(opts)
+    if runtime_image is not None:
+        check_image(opts.image, runtime_image, runtime)
     if opts.replicas.workers == 1:
         log.warning("TrainJob %s with workers=1: Trainer v2.3 still creates one 'node' pod "
                     "besides the launcher (max(numNodes-1, 1)); it holds its GPUs idle. Use "
@@ -324,32 +336,53 @@ def runtime_node_image(runtime: Mapping) -> str | None:
     return None
 
 
-def check_runtime_image(job: Mapping, runtime: Mapping) -> None:
-    """Refuse a TrainJob whose ``trainer.image`` differs from its runtime's node image.
+def check_image(image: str, runtime_image: str, runtime: str = DEFAULT_RUNTIME) -> None:
+    """Refuse a TrainJob image other than its runtime's node image.
 
-    Kubeflow Trainer v2.3.0 applies ``trainer.image`` to the ``node`` container of the
-    trainer-ancestor replicated job only (``pkg/runtime/framework/plugins/jobset/builder.go``
-    ``Trainer()``: the image is set where ``trainjob-ancestor-step: trainer``, the launcher
-    here), while the ``node`` replicated job keeps the runtime's image (kubeflow/trainer
-    issue 2825; fix PR 4050 open), so the launcher and the other ranks would run different
-    code.
+    Kubeflow Trainer v2.3.0 gives ``trainer.image`` to the ``node`` container of the
+    trainer-ancestor replicated job only: kubeflow/trainer v2.3.0
+    ``pkg/runtime/framework/plugins/jobset/builder.go`` ``Trainer()`` (l. 113-139) sets
+    the image (l. 129-130) only where the job's ``trainer.kubeflow.org/trainjob-ancestor-
+    step`` label is ``trainer`` (l. 120) -- on ``kfp-gpu-horovod`` the ``launcher`` job --
+    while the ``node`` job keeps the runtime's image (the MPI plugin,
+    ``plugins/mpi/mpi.go``, sets no image), so the launcher and the other ranks would run
+    different code (kubeflow/trainer issue 2825; fix PR 4050 open).
 
     Raises:
-        ValueError: the two images differ, with the two fixes.
+        ValueError: ``image != runtime_image``, naming the fixes: the runtime installed with
+            that image (``kfp-gpu compile --registry R -o DIR`` and ``kubectl apply -k
+            DIR/manifests/trainer``, or a kustomize ``images:`` entry in manifests/trainer),
+            a runtime copy with that image, or backend ``mpijob``.
+    """
+    if image == runtime_image:
+        return
+    repo = runtime_image.rsplit("@", 1)[0]
+    if repo.rfind(":") > repo.rfind("/"):
+        repo = repo[:repo.rfind(":")]
+    raise ValueError(
+        f"TrainJob image {image!r} differs from the node image {runtime_image!r} of "
+        f"ClusterTrainingRuntime {runtime!r}: Kubeflow Trainer v2.3 gives trainer.image to "
+        "the launcher only (plugins/jobset/builder.go Trainer()), so the launcher and the "
+        "ranks would run different code (kubeflow/trainer issue 2825). Fix: install the "
+        "runtime with that image -- `kfp-gpu compile --registry R -o DIR` then `kubectl "
+        "apply -k DIR/manifests/trainer`, or in manifests/trainer `kustomize edit set image "
+        f"{repo}={image}` -- and set runtime_image to it; or use a runtime copy with that "
+        "image (its name as the runtime); or backend 'mpijob'")
+
+
+def check_runtime_image(job: Mapping, runtime: Mapping) -> None:
+    """:func:`check_image` for a built TrainJob and the runtime object it names (e.g. the
+    one read from the cluster): refuse a ``trainer.image`` other than the runtime's node
+    image (:func:`runtime_node_image`).
+
+    Raises:
+        ValueError: the two images differ, with the fixes.
     """
     wanted = ((job.get("spec") or {}).get("trainer") or {}).get("image")
     have = runtime_node_image(runtime)
-    if not wanted or have is None or wanted == have:
+    if not wanted or have is None:
         return
-    name = (runtime.get("metadata") or {}).get("name", DEFAULT_RUNTIME)
-    raise ValueError(
-        f"TrainJob image {wanted!r} differs from the node image {have!r} of runtime "
-        f"{name!r}: Kubeflow Trainer v2.3 gives trainer.image to the launcher only, so the "
-        "ranks would run different code (kubeflow/trainer issue 2825). Fix: install the "
-        "runtime with that image (manifests/trainer: `kustomize edit set image "
-        f"{have.rsplit(':', 1)[0].rsplit('@', 1)[0]}={wanted}`, or `kfp-gpu compile --registry` "
-        "and the same registry for the manifests), or use a runtime copy with that image "
-        "(the runtime parameter), or backend 'mpijob'")
+    check_image(wanted, have, (runtime.get("metadata") or {}).get("name", DEFAULT_RUNTIME))
 
 
 def _model(cls, data: dict):
