@@ -75,7 +75,7 @@ def image(docker_client) -> Callable[[str], str]:
     """``image(name)`` -> the local tag of built image ``name`` (trainer, horovod, launcher).
 
     The tag is the reference the compiled YAML names (``<registry>/kfp-gpu-<name>:<version>``,
-    ``KFP_GPU_REGISTRY`` honoured). A missing image skips the test (fails it under CI).
+    the default ImageSet). A missing image skips the test (fails it under CI).
     """
     import docker
 
