@@ -108,3 +108,36 @@ def test_doctor_command_with_trainer_installed(tmp_path, rbac_objects, runtime):
                     "clustertrainingruntimes"]  # no LIST without the CRD
         res = run(c, tmp_path, "--pipeline", "resnet-horovod", "--backend", "pytorchjob")
         assert res.exit_code == 2 and "accepted: mpijob, trainjob" in res.output
+
+
+def test_doctor_expects_the_runtime_image_the_pipeline_was_compiled_for(tmp_path, runtime):
+    """A pipeline compiled with ``--registry R`` expects the runtime on R's Horovod image
+    (its compiled ``runtime_image``): the checked-in runtime (default registry) is then a
+    problem for a trainjob run, and a runtime with R's image is not."""
+    from typer.testing import CliRunner
+
+    from kfp_gpu.cli.app import app
+    from kfp_gpu.cluster.doctor.needs import needs_from_pipeline
+
+    mine = "registry.example.com/ml/kfp-gpu-horovod:0.1.0"
+    res = CliRunner().invoke(app, ["compile", "--registry", "registry.example.com/ml",
+                                   "-o", str(tmp_path), "--only", "resnet-horovod"])
+    assert res.exit_code == 0, res.output
+    spec = list(yaml.safe_load_all((tmp_path / "pipelines" / "resnet_horovod.yaml")
+                                   .read_text()))
+    needs = needs_from_pipeline(spec)
+    assert (needs.mpi, needs.runtime_image) == (True, mine)
+    needs.backend = "trainjob"
+    shipped = doctor.ClusterFacts(crds=crds(mpi=False), runtimes=RuntimeFacts(
+        [Runtime.from_api(runtime)], listed=True))
+    rep = doctor.build_report(shipped, needs)
+    assert any("another build" in p for p in rep.problems), rep.problems
+    repointed = doctor.ClusterFacts(crds=crds(mpi=False), runtimes=RuntimeFacts(
+        [Runtime("kfp-gpu-horovod", mpi=True, launcher_as_node=True, images=(mine,))],
+        listed=True))
+    problems = doctor.build_report(repointed, needs).problems
+    assert not any("ClusterTrainingRuntime" in p for p in problems), problems
+    # The checked-in pipeline expects the default registry's image.
+    default = needs_from_pipeline(list(yaml.safe_load_all(
+        (REPO / "pipelines" / "resnet_horovod.yaml").read_text())))
+    assert default.runtime_image == IMAGE

@@ -142,6 +142,9 @@ class Needs:
             Trainer v2; ``--backend``).
         kfp_min: minimum KFP backend versions with their reasons
             (:func:`kfp_gpu.cluster.kfp_api.backend_requirements`).
+        runtime_image: the image the pipeline expects the ClusterTrainingRuntime's nodes
+            to run (the compiled ``runtime_image`` of its distributed task, which
+            ``kfp-gpu compile --registry`` sets); "" = the default ImageSet's Horovod image.
     """
 
     request: gpu.GpuRequest | None = None
@@ -151,6 +154,7 @@ class Needs:
     source: str = ""
     backend: str = "mpijob"
     kfp_min: list[tuple[tuple[int, int, int], str]] = field(default_factory=list)
+    runtime_image: str = ""
 
 
 @dataclass

@@ -32,6 +32,25 @@ def _creates_mpijob(container: dict) -> bool:
     return fn in MPIJOB_COMPONENTS or "kfp-gpu-launcher" in container.get("image", "")
 
 
+def compiled_runtime_image(pipeline: dict) -> str:
+    """The ``runtime_image`` a compiled pipeline's distributed task expects the
+    ClusterTrainingRuntime to run: a constant the task passes, else the component's
+    compiled default (``kfp-gpu compile --registry`` writes both); "" when none."""
+    comps = pipeline.get("components") or {}
+    found = ""
+    for comp in comps.values():
+        params = (comp.get("inputDefinitions") or {}).get("parameters") or {}
+        default = (params.get("runtime_image") or {}).get("defaultValue")
+        if default:
+            found = found or str(default)
+        for task in ((comp.get("dag") or {}).get("tasks") or {}).values():
+            value = ((task.get("inputs") or {}).get("parameters") or {}).get("runtime_image")
+            const = ((value or {}).get("runtimeValue") or {}).get("constant")
+            if const:
+                return str(const)
+    return found
+
+
 def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
                         source: str = "") -> Needs:
     """Needs of a compiled KFP pipeline (IR YAML loaded as dict).
@@ -47,9 +66,11 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
     executors = pipeline.get("deploymentSpec", {}).get("executors", {})
     mpi = any(_creates_mpijob(e.get("container", {})) for e in executors.values())
     kfp_min = kfp_api.backend_requirements(pipeline)
+    runtime_image = compiled_runtime_image(pipeline)
     if request is not None:
         out = needs_from_request(request, mpi=mpi, source=source)
         out.kfp_min = kfp_min
+        out.runtime_image = runtime_image
         return out
     resources: dict[str, int] = {}
     for e in executors.values():
@@ -66,4 +87,4 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
             ns = e.get("nodeSelector") or {}
             selector.update(ns.get("labels") or {})
     return Needs(resources=resources, node_selector=selector, mpi=mpi, source=source,
-                 kfp_min=kfp_min)
+                 kfp_min=kfp_min, runtime_image=runtime_image)

@@ -81,7 +81,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
         rep.problems.append(f"cannot reach the Kubernetes API: {facts.connect_error}")
     nodes_section(rep, facts, needs)
     crds_section(rep, facts, needs)
-    backends_section(rep, facts, needs)
+    backends_section(rep, facts, needs, needs.runtime_image or None)
     kfp_section(rep, facts, needs)
     access_section(rep, facts, needs)
     pod_security_section(rep, facts, needs)
