@@ -77,12 +77,14 @@ class Session:
 
 @dataclass
 class LoopResult:
-    """What a loop produced: losses/accuracies per step, images timed, epochs run."""
+    """What a loop produced: losses/accuracies per step, images timed, epochs run, the
+    (0-based) epoch it started at (> 0 after a resume)."""
 
     losses: list[float] = field(default_factory=list)
     accs: list[float] = field(default_factory=list)
     timed_images: int = 0
     epochs_done: int = 0
+    start_epoch: int = 0
 
 
 def setup(cfg: HorovodConfig) -> Session:
@@ -191,6 +193,13 @@ def train_loop(s: Session, cfg: HorovodConfig, per_rank: dict) -> LoopResult:
     xs, ys = resnet_data.shard(s.data.x_train, s.data.y_train, rank, size)
     steps_per_epoch = _steps_per_epoch(s, cfg, len(xs))
     start_epoch = int(s.global_step.numpy()) // steps_per_epoch
+    out.start_epoch = start_epoch
+    if rank == 0 and s.restored:
+        # checkpoints are written at epoch ends: the run goes on with the next epoch, whose
+        # batches (seeded by the epoch), learning rate (by the global step) and optimizer
+        # state (in the checkpoint) are the ones the interrupted run would have used
+        log.info("resumed from %s: global step %d, starting at epoch %d of %d", s.restored,
+                 int(s.global_step.numpy()), start_epoch + 1, cfg.epochs)
     per_rank["first_batch_sha256"] = hashlib.sha256(
         np.ascontiguousarray(xs[:cfg.batch_size]).tobytes()).hexdigest()
     timed_s, seen = 0.0, 0
@@ -233,7 +242,7 @@ def _metrics(s: Session, cfg: HorovodConfig, loop: LoopResult, gathered: list,
         "mixed_precision": cfg.mixed_precision, "xla": cfg.xla, "allreduce": cfg.allreduce,
         "timed_steps_per_rank": int(loop.timed_images // cfg.batch_size),
         "warmup_steps": cfg.warmup_steps, "epochs_run": loop.epochs_done,
-        "global_step": step, "resumed_from": s.restored,
+        "start_epoch": loop.start_epoch, "global_step": step, "resumed_from": s.restored,
         "final_loss": float(np.mean(loop.losses[-10:])) if loop.losses else None,
         "final_accuracy": float(np.mean(loop.accs[-10:])) if loop.accs else None,
         "lr_per_worker": cfg.lr,
