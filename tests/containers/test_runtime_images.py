@@ -135,10 +135,16 @@ def test_horovod_sshd_config_valid_as_uid_1000(image, run_in):
     pkg/controller/mpi_job_controller.go: ssh key Secret, sshAuthMountPath)."""
     script = ("set -e; mkdir -p ~/.ssh; ssh-keygen -q -t ecdsa -b 521 -m PEM -N '' "
               "-f ~/.ssh/id_rsa; /usr/sbin/sshd -t -f ~/.sshd_config && echo sshd-config-ok; "
-              "/usr/sbin/sshd -T -f ~/.sshd_config | grep -E '^(port|strictmodes) '")
+              "/usr/sbin/sshd -T -f ~/.sshd_config | grep -E '^(port|strictmodes|setenv) '; "
+              "/usr/sbin/sshd -T -f /etc/ssh/sshd_config -h ~/.ssh/id_rsa | grep '^setenv '")
     out = run_in(image("horovod"), ["bash", "-c", script]).check()
     assert "sshd-config-ok" in out
     assert "port 2222" in out and "strictmodes no" in out
+    # both configs (the non-root Workers' and root's system one) hand every ssh session the
+    # image's PATH, the virtualenv first (issue 21 item 10)
+    paths = [ln for ln in out.splitlines() if ln.startswith("setenv PATH=")]
+    assert len(paths) == 2 and all(ln.startswith("setenv PATH=/opt/venv/bin:") for ln in paths)
+    assert out.count("setenv PYTHONUNBUFFERED=1") == 2, out
 
 
 @pytest.mark.parametrize("name", NAMES)
