@@ -8,12 +8,17 @@ Docker side is tested for real in tests/containers/test_local_mpijob.py.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import os
+import stat
+import tempfile
 
 import pytest
 
 from kfp_gpu.mpi.local import plan as lp
 from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.local import status as local_status
+from kfp_gpu.mpi.local import workspace as lw
 from kfp_gpu.mpi.spec import mpijob, ssh, volumes
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 
@@ -204,3 +209,69 @@ def test_listening_reads_proc_net_tcp():
     assert local_runner.listening(head + "   0: 00000000:08AE 00000000:0000 0A 0:0\n")
     assert not local_runner.listening(head + "   0: 0100007F:08AE 0200007F:A000 01 0:0\n")
     assert not local_runner.listening(head)
+
+
+SSH_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
+
+
+def test_ssh_secret_modes_and_group_as_kubelet_gives_them():
+    """setupSSHOnPod's defaultMode (0600 only for /root/.ssh, else the Secret volume default
+    0644) and, with a pod fsGroup, kubelet's group and group read (kubernetes
+    pkg/volume/volume_linux.go changeFilePermission: mode | 0440): root's key is 0640
+    under an fsGroup (issue 21 item 8); every file is root's (issue 21 item 14)."""
+    root = lp.plan(built(ssh=dataclasses.replace(ssh.ROOT_SSH, fs_group=1000)))
+    assert root.ssh == lp.SshSecret("/root/.ssh", 0o600, gid=1000)
+    assert lw.secret_file_stats(root, 0) == {n: (0o640, 0, 1000) for n in SSH_FILES}
+    assert lp.plan(built()).ssh.gid == 1000  # the builder's fs_group=1000 (SETTINGS)
+    assert lw.secret_file_stats(lp.plan(built()), 0) == {n: (0o644, 0, 1000) for n in SSH_FILES}
+    plain = lp.plan(built(fs_group=None))
+    assert plain.ssh.gid is None
+    assert lw.secret_file_stats(plain, 0) == {n: (0o644, 0, 0) for n in SSH_FILES}
+    assert lw.secret_file_mode(0o600, None) == 0o600 and lw.secret_file_mode(0o755, 5) == 0o755
+    # Launcher and Workers with different fsGroups: the Workers' group, with a note
+    job = built()
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["securityContext"][
+        "fsGroup"] = 2000
+    split = lp.plan(job)
+    assert split.ssh.gid == 1000 and any("fsGroup is 2000" in n for n in split.notes)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to root needs root")
+def test_workspace_files_are_roots_with_the_pods_fs_group(tmp_path, monkeypatch):
+    """What the containers see: root-owned Secret and ConfigMap files (kubelet writes them),
+    group fsGroup and 0640 for root's key; not the caller's uid (issue 21 item 14)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    chowned = []
+    real_chown = os.chown
+    monkeypatch.setattr(os, "chown", lambda p, u, g: (chowned.append(u), real_chown(p, u, g)))
+    ws = lw.write_workspace(lp.plan(built(ssh=dataclasses.replace(ssh.ROOT_SSH,
+                                                                  fs_group=1000))))
+    files = {p.name: (stat.S_IMODE(p.stat().st_mode), p.stat().st_uid, p.stat().st_gid)
+             for p in (ws / "ssh").iterdir()}
+    assert files == {n: (0o640, 0, 1000) for n in SSH_FILES}
+    hostfile = (ws / "config" / lp.HOSTFILE).stat()
+    assert (stat.S_IMODE(hostfile.st_mode), hostfile.st_uid, hostfile.st_gid) == (0o444, 0, 0)
+    assert chowned and set(chowned) == {0}  # given to root, not left as the caller's
+
+
+def test_non_root_caller_keeps_the_files_but_ssh_can_use_them(tmp_path, monkeypatch):
+    """A caller that is not root cannot chown to root (issue 21 item 14). When a container
+    runs as the caller's uid, the files are 0600 (ssh and sshd refuse a key their own user
+    owns that others can read: openssh-portable authfile.c sshkey_perm_ok); when none does,
+    kubelet's modes; when another container runs as a second non-root uid, a clear error."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(os, "geteuid", lambda: ssh.MPI_USER_ID)
+    calls = []
+    monkeypatch.setattr(os, "chown", lambda p, u, g: calls.append((u, g)))
+    p = lp.plan(built())  # Launcher and Workers run as uid 1000, fsGroup 1000
+    assert lw.secret_file_stats(p, 1000) == {n: (0o600, None, 1000) for n in SSH_FILES}
+    ws = lw.write_workspace(p)
+    assert {stat.S_IMODE(f.stat().st_mode) for f in (ws / "ssh").iterdir()} == {0o600}
+    assert calls and all(u == -1 for u, _ in calls)  # never chown to root
+    assert lw.secret_file_stats(p, 4242) == {n: (0o644, None, 1000) for n in SSH_FILES}
+    job = built()
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"][
+        "runAsUser"] = 1001
+    with pytest.raises(PermissionError, match="uid 1001.*run the local runner as root"):
+        lw.write_workspace(lp.plan(job))
+    assert [d.name for d in tmp_path.iterdir()] == [ws.name]  # nothing left by the refusal

@@ -30,9 +30,12 @@ UID = ssh.MPI_USER_ID
 
 
 def run_job(client, job: dict, **kw):
-    """:func:`tests.containers.local_jobs.run_job` expecting mpi-operator's ssh files
-    (mode 0644 off ``/root/.ssh``, owned by the caller as kubelet's)."""
-    expected = {n: (0o644, os.getuid(), os.getgid())
+    """:func:`tests.containers.local_jobs.run_job` expecting mpi-operator's ssh files as
+    kubelet gives them (mode 0644 off ``/root/.ssh``, owned by root, group the pods'
+    ``fsGroup`` or root; kfp_gpu.mpi.local.workspace, issue 21 item 14)."""
+    fs_group = (job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"].get(
+        "securityContext") or {}).get("fsGroup")
+    expected = {n: (0o644, 0, 0 if fs_group is None else fs_group)
                 for n in ("id_rsa", "id_rsa.pub", "authorized_keys")}
     return local_jobs.run_job(client, job, expected, **kw)
 

@@ -115,7 +115,8 @@ class SshSecret:
         key_mode: the mode of each of :data:`SSH_FILES` unless ``modes`` names them.
         modes: (file name, mode) pairs, one per file (e.g. Trainer's 0640/0644/0644).
         gid: group of the files (a pod's ``fsGroup``, as kubelet applies it to Secret
-            volumes); None = the caller's.
+            volumes); None = root's, as kubelet leaves them without ``fsGroup``
+            (:func:`kfp_gpu.mpi.local.workspace.secret_file_stats`).
     """
 
     mount_path: str

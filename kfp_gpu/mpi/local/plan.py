@@ -23,9 +23,11 @@ Upstream source followed (kubeflow/mpi-operator v0.8.2, commit caa3c47,
 - ``newConfigMap``: hostfile lines ``<J>-worker-<i>.<J>.<NS>.svc slots=<S>`` (OpenMPI) or
   ``...:<S>`` (Intel, MPICH), the Launcher first when ``runLauncherAsWorker``;
   ``updateDiscoverHostsInConfigMap``: ``#!/bin/sh`` + ``echo <host>`` per running Worker.
-- ``setupSSHOnPod``: Secret ``<J>-ssh`` items ``id_rsa``, ``id_rsa.pub``,
-  ``authorized_keys`` at ``spec.sshAuthMountPath``, mode 0600 only for ``/root/.ssh``
-  (else the Secret volume default, 0644).
+- ``setupSSHOnPod`` (l. 1793-1816) and ``sshVolumeItems`` (l. 142-155): Secret ``<J>-ssh``
+  items ``id_rsa``, ``id_rsa.pub``, ``authorized_keys`` (no per-item mode) at
+  ``spec.sshAuthMountPath``, ``defaultMode`` 0600 only for ``/root/.ssh`` (else unset: the
+  Secret volume default, 0644); kubelet adds the pod's ``fsGroup`` as the files' group and
+  group read (:func:`ssh_secret`, :mod:`kfp_gpu.mpi.local.workspace`).
 - ``pkg/apis/kubeflow/v2beta1/default.go``: ``slotsPerWorker`` 1, ``sshAuthMountPath``
   ``/root/.ssh``, ``mpiImplementation`` OpenMPI, ``launcherCreationPolicy`` AtStartup,
   ``cleanPodPolicy`` None, Launcher restartPolicy OnFailure, Worker Never.
@@ -256,6 +258,29 @@ def pod_container(template: Mapping, pod: str, role: str, job: Mapping,
         mounts=tuple(mounts), aliases=aliases(pod, name, ns), dns_search=dns_search(name, ns, role))
 
 
+def ssh_secret(spec: Mapping, notes: list[str]) -> SshSecret:
+    """The ssh Secret volume as the pods see it: mount path, mode and group.
+
+    ``defaultMode`` 0600 for ``/root/.ssh``, else unset, i.e. 0644 (mpi-operator v0.8.2
+    ``setupSSHOnPod``; the Secret volume's API default ``SecretVolumeSourceDefaultMode``,
+    k8s.io/api ``core/v1/types.go``). ``gid``: the pods' ``fsGroup``, which kubelet gives
+    the files of every volume of the pod (kubernetes ``pkg/volume/volume_linux.go``
+    SetVolumeOwnership; :mod:`kfp_gpu.mpi.local.workspace` applies it with the group-read
+    bits). The runner mounts one ssh folder in every container: when Launcher and Workers
+    name different ``fsGroup`` values the Workers' is used and a note says so.
+    """
+    mount_path = spec.get("sshAuthMountPath") or ROOT_SSH_PATH
+    replicas = spec.get("mpiReplicaSpecs") or {}
+    groups = {role: ((rs.get("template", {}).get("spec") or {}).get("securityContext")
+                     or {}).get("fsGroup") for role, rs in replicas.items() if rs}
+    gid = groups.get("Worker", groups.get("Launcher"))
+    if "Worker" in groups and groups.get("Launcher") != groups["Worker"]:
+        notes.append(f"ssh files: group {groups['Worker']} (the Workers' fsGroup) also in the "
+                     f"Launcher, whose fsGroup is {groups.get('Launcher')}")
+    return SshSecret(mount_path, 0o600 if mount_path == ROOT_SSH_PATH else 0o644,
+                     gid=None if gid is None else int(gid))
+
+
 def run_policy(spec: Mapping) -> RunPolicy:
     """:class:`RunPolicy` with upstream defaults (default.go; batch/v1 backoffLimit 6)."""
     rp = spec.get("runPolicy") or {}
@@ -302,11 +327,10 @@ def plan(job: Mapping) -> LocalPlan:
                              job, notes)
     impl = spec.get("mpiImplementation") or "OpenMPI"
     as_worker = bool(spec.get("runLauncherAsWorker"))
-    mount_path = spec.get("sshAuthMountPath") or ROOT_SSH_PATH
     return LocalPlan(
         name=name, namespace=ns, network=f"kfp-gpu-{ns}-{name}",
         hostfile=hostfile(name, ns, n, int(spec.get("slotsPerWorker", 1)), impl, as_worker),
         workers=workers, launcher=launcher, policy=run_policy(spec),
-        ssh=SshSecret(mount_path, 0o600 if mount_path == ROOT_SSH_PATH else 0o644),
+        ssh=ssh_secret(spec, notes),
         launcher_as_worker=as_worker, mpi_implementation=impl,
         notes=tuple(dict.fromkeys(notes)))
