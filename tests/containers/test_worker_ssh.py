@@ -1,4 +1,5 @@
-"""The horovod image's sshd and ssh files as a real cluster gives them (issue 21 items 7, 8, 10).
+"""The horovod image's sshd and ssh files as a real cluster gives them (issue 21 items 7, 8,
+10, 14).
 
 - item 7: the Worker's default command (:data:`kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND`)
   in a container that drops ALL capabilities with no-new-privileges, as uid 1000 (what Pod
@@ -13,6 +14,9 @@
   /home/mpiuser/.sshd_config``, uid 1000) running a bare ``python3`` over 2 Workers x
   slotsPerWorker 2: each of the 4 ranks imports mpi4py and horovod.tensorflow from the
   image's virtualenv.
+- item 14: the local runner's fallback for a caller that is not root (files its own, 0600
+  when a container runs as its uid) is what sshd accepts; kubelet's 0644 on a file that
+  sshd's own user owns is refused.
 
 Needs a Docker engine and the horovod image (skips without them; fails under CI).
 """
@@ -52,13 +56,14 @@ print("scanned")
 """
 
 
-def kubelet_ssh_dir(where: Path, mode: int = 0o644, gid: int = 0) -> Path:
-    """The operator's ssh Secret as kubelet writes it: a fresh key pair, files owned by root,
-    group ``gid``, ``mode`` (mpi-operator v0.8.2 setupSSHOnPod: 0644 off /root/.ssh)."""
+def kubelet_ssh_dir(where: Path, mode: int = 0o644, gid: int = 0, uid: int = 0) -> Path:
+    """The operator's ssh Secret as kubelet writes it: a fresh key pair, files owned by root
+    (``uid``), group ``gid``, ``mode`` (mpi-operator v0.8.2 setupSSHOnPod: 0644 off
+    /root/.ssh)."""
     where.mkdir(mode=0o755)
     private, public = lw.ssh_key_pair()
     for name, data in zip(SSH_FILES, (private, public, public), strict=True):
-        lw.write(where / name, data, mode, 0, gid)
+        lw.write(where / name, data, mode, uid, gid)
     return where
 
 
@@ -105,6 +110,30 @@ def test_worker_sshd_runs_with_all_capabilities_dropped(docker_engine, horovod_i
         assert {k: int(v, 16) for k, v in caps.items()} == {
             "CapInh": 0, "CapPrm": 0, "CapEff": 0, "CapBnd": 0, "CapAmb": 0}
         assert worker.attrs["HostConfig"]["CapDrop"] == ["ALL"]
+    finally:
+        worker.remove(force=True)
+
+
+@pytest.mark.parametrize(("mode", "works"), [(lw.OWNER_ONLY, True), (0o644, False)])
+def test_ssh_files_of_a_non_root_caller_with_the_workers_uid(docker_engine, horovod_image,
+                                                             tmp_path, mode, works):
+    """Issue 21 item 14, the local runner's fallback when it is not root: files owned by
+    the caller's uid, which the Worker runs as too, work at 0600 (what the runner writes
+    then) and not at kubelet's 0644, which sshd refuses as its own host key."""
+    if os.geteuid() != 0:
+        pytest.skip("giving files to uid 1000 needs root")
+    keys = kubelet_ssh_dir(tmp_path / "ssh", mode, ssh.MPI_USER_ID, ssh.MPI_USER_ID)
+    worker = docker_engine.containers.run(
+        horovod_image, list(ssh.DEFAULT_WORKER_COMMAND), detach=True,
+        user=f"{ssh.MPI_USER_ID}:{ssh.MPI_USER_ID}",
+        volumes={str(keys): {"bind": ssh.DEFAULT_SSH_AUTH_MOUNT_PATH, "mode": "ro"}},
+        labels={LABEL: getattr(docker_engine, "kfp_gpu_session", "manual")})
+    try:
+        if works:
+            assert "PREFIX /opt/venv" in wait_for_login(worker, str(ssh.MPI_USER_ID))
+        else:
+            assert worker.wait(timeout=60)["StatusCode"] != 0
+            assert "bad permissions" in worker.logs().decode("utf-8", "replace")
     finally:
         worker.remove(force=True)
 
