@@ -344,6 +344,59 @@ def test_second_sigterm_does_not_stop_the_delete(kube, tmp_path):
     assert sum(waits) < 15  # well inside the default 30 s grace period
 
 
+def test_sigterm_sends_the_delete_first_with_a_short_timeout(kube, tmp_path, monkeypatch):
+    """Issue 21 item 3: KFP's Terminate reaches the component as a SIGTERM that Argo's
+    emissary forwards to the whole process group, and the container ends about a second
+    later (kfp_gpu.mpi.launch.cancel). So the DELETE is the first request the cancel path
+    sends, at once, with a short request timeout; the log stream is stopped after it. A
+    status read or a log drain put before the DELETE fails this test (first request, or
+    the 0.5 s from the signal to the DELETE)."""
+    from kubernetes.client import rest
+
+    from kfp_gpu.mpi.launch import cancel, jobs_api
+
+    sent: list[tuple[float, str, str, str, object]] = []  # (when, thread, method, path, t/o)
+    real = rest.RESTClientObject.request
+
+    def recording(self, method, url, *args, **kwargs):
+        sent.append((time.monotonic(), threading.current_thread().name, method,
+                     url.split("?")[0], kwargs.get("_request_timeout")))
+        return real(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(rest.RESTClientObject, "request", recording)
+    kube.controller = ScriptedController(outcome=None, log=["training step 1"])
+    lines: list[str] = []
+    mark: dict = {}
+
+    def terminate_when_running():
+        wait_for(lambda: kube.active_watches >= 1 and "training step 1" in lines, timeout=30,
+                 what="launcher watching and streaming")
+        mark["n"], mark["at"] = len(sent), time.monotonic()
+        os.kill(os.getpid(), signal.SIGTERM)  # what Argo's emissary forwards
+
+    helper = threading.Thread(target=terminate_when_running, daemon=True)
+    helper.start()
+    with pytest.raises(launcher.LaunchCancelled):
+        launcher.launch(make_job(), tmp_path / "rec.json", kube.api_client(), backoff=FAST,
+                        watch_timeout_s=5, log_poll_s=0.05, log_sink=lines.append,
+                        handle_sigterm=True)
+    helper.join(5)
+    main = threading.main_thread().name
+    after = [r for r in sent[mark["n"]:] if r[1] == main]
+    when, _, method, path, timeout = after[0]
+    assert method == "DELETE", after
+    assert path.endswith("/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs/resnet-test-1")
+    assert when - mark["at"] < 0.5, f"DELETE {when - mark['at']:.2f} s after SIGTERM"
+    assert timeout == jobs_api.CANCEL_REQUEST_TIMEOUT_S and sum(timeout) <= 5
+    assert timeout != jobs_api.REQUEST_TIMEOUT_S  # not the 60 s read of the other calls
+    assert kube.deletes == [{"name": "resnet-test-1", "namespace": "ml",
+                             "propagationPolicy": "Foreground"}]
+    # Every attempt timing out plus the waits still ends inside Argo's default grace period
+    # (workflow/controller/controller.go signalContainers: 30 s when unset).
+    assert cancel.worst_case_delete_s() < 30
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler given back
+
+
 # ---------------------------------------------------------------- metrics / model helpers
 def test_metrics_from_log_takes_the_last_metrics_line():
     lines = ["METRICS {\"img_per_sec_total\": 1.0}", "noise",

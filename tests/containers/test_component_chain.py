@@ -9,7 +9,9 @@ containers of the horovod image; the runner's status goes back into the MPIJob.
 Evidence: the conditions the component saw, the Launcher output it streamed, its metrics
 output (2 ranks, identical weights), every API request authenticated with the service
 account token; after a SIGTERM to the component's container, the DELETE it sent and the
-job's containers and network gone; after a SIGKILL (no cleanup runs), the component pod's
+job's containers and network gone; after KFP's Terminate as Argo delivers it (SIGTERM
+through the emissary, the container dead one second later), the MPIJob gone by the
+component's own DELETE; after a SIGKILL (no cleanup runs), the component pod's
 deletion garbage-collecting the MPIJob through its ownerReference, and the containers gone.
 """
 
@@ -213,6 +215,73 @@ def test_sigterm_to_the_component_deletes_the_mpijob_and_its_containers(chain, d
     assert chain.job_containers(name) == []
     assert chain.client.networks.list(
         filters={"label": f"{local_runner.JOB_LABEL}={NS}.{name}"}) == []
+
+
+def test_emissary_double_forwards_to_the_group_and_obeys_the_signal_file(tmp_path):
+    """tests/containers/emissary.py as Argo's emissary (upstream lines in its docstring):
+    a SIGTERM it gets goes to the command's process group (the child exits with its own
+    code, which becomes the emissary's); a signal number written to
+    ``/var/run/argo/ctr/main/signal`` is sent to the group within the 2 s poll (SIGKILL
+    for a command that ignores SIGTERM: exit 128 + 9) and the file is removed. Runs on
+    the host; no Docker needed."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMISSARY_VAR_RUN_ARGO": str(tmp_path), "ARGO_CONTAINER_NAME": "main"}
+    (tmp_path / "ctr" / "main").mkdir(parents=True)
+
+    def start(body: str):
+        p = subprocess.Popen([sys.executable, str(kfp_pod.EMISSARY), sys.executable, "-c",
+                              "import signal, sys, time\n" + body + "\nprint('up', flush=True)"
+                              "\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True, env=env)
+        assert p.stdout.readline() == "up\n"
+        return p
+
+    p = start("signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))")
+    p.send_signal(15)
+    assert p.wait(timeout=10) == 7
+    p = start("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+    p.send_signal(15)  # ignored by the command; the emissary itself keeps running
+    time.sleep(0.5)
+    assert p.poll() is None
+    t0 = time.monotonic()
+    (tmp_path / "ctr" / "main" / "signal").write_text("9")
+    assert p.wait(timeout=10) == 137
+    assert time.monotonic() - t0 < 4  # one 2 s poll plus one 1 s reap, with room
+    assert not (tmp_path / "ctr" / "main" / "signal").exists()
+
+
+def test_terminate_sigterm_then_sigkill_one_second_later_deletes_the_mpijob(chain, datasets):
+    """Issue 21 item 3: KFP's Terminate patches the Workflow (activeDeadlineSeconds 0), Argo
+    execs ``argoexec kill 15 1`` in the container and the emissary forwards SIGTERM to the
+    component's process group (tests/containers/emissary.py has the upstream lines); the
+    emissary then exits within about a second, ending the container. Here the container is
+    SIGKILLed one second after the SIGTERM, from outside (forced, as the kubelet's kill).
+    The MPIJob must be gone from the API by the component's own DELETE (Foreground, not the
+    garbage collector: the component's pod is still in the API), and the runner's
+    containers with it. A cancel path that reads status or drains the log before its DELETE
+    loses that second and leaves the job running (then nothing is in ``kube.deletes``)."""
+    import docker
+
+    container = chain.start(datasets, epochs=500, run_id="run-terminate")
+    name = _running_job(chain, container)
+    container.kill(signal="SIGTERM")
+    time.sleep(1.0)
+    try:
+        container.kill(signal="SIGKILL")
+    except docker.errors.APIError:  # it had already ended: the emissary's own exit
+        pass
+    container.wait(timeout=60)
+    out = _logs(container)
+    assert chain.kube.deletes == [{"name": name, "namespace": NS,
+                                   "propagationPolicy": "Foreground"}], out[-4000:]
+    assert chain.kube.get_object("pods", NS, chain.pod["KFP_POD_NAME"]) is not None
+    assert chain.controller.deleted.wait(60), "the runner's containers were not deleted"
+    deadline = time.monotonic() + 10
+    while chain.kube.get_object("mpijobs", NS, name) is not None:
+        assert time.monotonic() < deadline, "the MPIJob is still in the API"
+        time.sleep(0.1)
+    assert chain.job_containers(name) == []
 
 
 def test_a_component_killed_without_cleanup_leaves_its_job_to_garbage_collection(

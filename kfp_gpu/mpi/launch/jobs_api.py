@@ -22,6 +22,14 @@ from kfp_gpu.mpi.spec import backends
 #: python, kubernetes/client/rest.py), and the launcher would hold the Workers' GPUs.
 REQUEST_TIMEOUT_S = (10, 60)
 
+#: ``_request_timeout`` of the DELETE after SIGTERM (:mod:`kfp_gpu.mpi.launch.cancel`):
+#: (connect, read) seconds. Short, because the component has about a second after its
+#: SIGTERM before its container ends (Argo's emissary exits once the command's shell is
+#: reaped, see :mod:`kfp_gpu.mpi.launch.cancel`), and a retry on a fresh connection does
+#: better than waiting 60 s on a stuck one; :data:`kfp_gpu.mpi.launch.retry.CANCEL_BACKOFF`
+#: bounds the attempts.
+CANCEL_REQUEST_TIMEOUT_S = (1, 3)
+
 log = logging.getLogger(__name__)
 
 
@@ -47,11 +55,14 @@ class MPIJobClient:
         backoff: retry policy for transient errors.
         sleep: the wait between retries (tests pass a fake).
         backend: the job kind (:mod:`kfp_gpu.mpi.spec.backends`), MPIJob by default.
+        request_timeout: ``_request_timeout`` of every call but the watch, (connect, read)
+            seconds; default :data:`REQUEST_TIMEOUT_S`.
     """
 
     def __init__(self, api_client, backoff: Backoff = DEFAULT_BACKOFF,
                  sleep: Callable[[float], None] = time.sleep,
-                 backend: backends.Backend = backends.MPIJOB):
+                 backend: backends.Backend = backends.MPIJOB,
+                 request_timeout: tuple[float, float] = REQUEST_TIMEOUT_S):
         # The kubernetes client is an I/O dependency: imported when a client is made.
         from kubernetes import client
 
@@ -62,14 +73,18 @@ class MPIJobClient:
         self.sleep = sleep
         self.backend = backend
         self.kind = backend.kind
+        self.request_timeout = request_timeout
         self._res = (backend.group, backend.version)
 
-    def with_backoff(self, backoff: Backoff) -> MPIJobClient:
-        """The same client with another retry policy (e.g. ``retry.CANCEL_BACKOFF``)."""
-        return MPIJobClient(self.api_client, backoff, self.sleep, self.backend)
+    def with_backoff(self, backoff: Backoff,
+                     request_timeout: tuple[float, float] | None = None) -> MPIJobClient:
+        """The same client with another retry policy (e.g. ``retry.CANCEL_BACKOFF``) and,
+        when given, another request timeout (e.g. :data:`CANCEL_REQUEST_TIMEOUT_S`)."""
+        return MPIJobClient(self.api_client, backoff, self.sleep, self.backend,
+                            request_timeout or self.request_timeout)
 
     def _call(self, what: str, fn: Callable, *args, **kwargs):
-        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT_S)
+        kwargs.setdefault("_request_timeout", self.request_timeout)
         return retry.call(self.backoff, what, fn, *args, sleep=self.sleep, **kwargs)
 
     def get(self, namespace: str, name: str) -> dict | None:

@@ -9,12 +9,14 @@ launcher container creates the remote job, records it in an output so that a ret
 resumed task finds it again, polls it to a terminal state and cancels it when the run is
 cancelled), with the official ``kubernetes`` Python client:
 
-1. **Create or re-attach**: if the record file of an earlier attempt exists and names an
-   MPIJob that still exists, re-attach to it; else ``POST`` the MPIJob; ``409
-   AlreadyExists`` (a previous attempt created it, names are deterministic per run and
-   task, :func:`kfp_gpu.mpi.spec.names.job_name`) -> ``GET`` it. Never a second create.
-2. **Record first**: ``{"apiVersion", "kind", "namespace", "name", "uid"}`` is written
-   atomically (:func:`kfp_gpu.storage.write_text`) before anything else happens.
+1. **Create or re-attach**: ``POST`` the MPIJob; ``409 AlreadyExists`` (a previous
+   attempt created it: names are deterministic per run and task,
+   :func:`kfp_gpu.mpi.spec.names.job_name`) -> ``GET`` it. Never a second create. That is
+   the only re-attach path: a KFP retry runs in a new pod, which never sees a record an
+   earlier attempt wrote (:mod:`~kfp_gpu.mpi.launch.attach`).
+2. **Record**: ``{"apiVersion", "kind", "namespace", "name", "uid"}`` is written
+   atomically (:func:`kfp_gpu.storage.write_text`) as the task's output, right after the
+   create or attach and before the watch.
 3. **Watch** ``status.conditions`` (v2beta1 JobCondition types Created, Running,
    Restarting, Suspended, Succeeded, Failed) with LIST + WATCH from the list's
    ``resourceVersion``; a watch that ends (``timeoutSeconds``) resumes from the last seen
@@ -29,8 +31,10 @@ cancelled), with the official ``kubernetes`` Python client:
 6. **Owner**: the job is created with an ownerReference to the component's pod
    (:mod:`~kfp_gpu.mpi.launch.owner`), so garbage collection removes it if the launcher dies
    without cancelling.
-7. **Cancel**: on SIGTERM (KFP cancels a run by deleting its pods) the MPIJob is deleted
-   with ``propagationPolicy: Foreground`` and :class:`~kfp_gpu.mpi.launch.records.LaunchCancelled` is raised.
+7. **Cancel**: on SIGTERM (KFP's Terminate: Argo signals the running container, see
+   :mod:`~kfp_gpu.mpi.launch.cancel`) the DELETE of the MPIJob (``propagationPolicy:
+   Foreground``, a short request timeout) is the first request sent, before the log stream
+   is stopped; then :class:`~kfp_gpu.mpi.launch.records.LaunchCancelled` is raised.
 8. **Failed** -> :class:`~kfp_gpu.mpi.launch.records.MPIJobFailed` with the condition's reason/message and the last
    launcher log lines; **Succeeded** -> :class:`~kfp_gpu.mpi.launch.records.LaunchResult`.
 
@@ -41,10 +45,15 @@ in :mod:`~kfp_gpu.mpi.launch.records`, the trainer's figures in :mod:`~kfp_gpu.m
 This module composes them (:func:`launch`) and is the ``python -m kfp_gpu.mpi.launch.launcher``
 command.
 
-RBAC the launcher's service account needs in the namespace (see docs/distributed.md):
-``mpijobs.kubeflow.org`` (or ``trainjobs.trainer.kubeflow.org``): create, get, list, watch,
-delete, patch (a retry takes over the owner reference); ``pods``: get, list (the launcher
-pod's log, the pending diagnosis, the owner's uid); ``pods/log``: get; ``events``: list.
+RBAC the launcher's service account needs in the namespace: manifests/rbac/role.yaml, one
+table with ``kfp_gpu.cluster.doctor.rbac.LAUNCHER_PERMISSIONS`` (tests/test_launcher_rbac.py
+keeps this list, the Role's rules, its comment and the table equal)::
+
+    grants: mpijobs, trainjobs: create, delete, get, list, patch, watch; pods: get, list;
+      pods/log: get; events: list
+
+(``patch``: a retry takes over the owner reference; ``pods`` get/list: the launcher pod's
+log, the pending diagnosis, the owner's uid; ``events`` list: the pending diagnosis.)
 """
 
 from __future__ import annotations
@@ -197,10 +206,14 @@ class Launcher:
             self.jobs.delete(self.namespace, self.name)
 
     def cancel(self) -> LaunchCancelled:
-        """After SIGTERM: stop the logs, delete the job; the error to raise."""
-        if self.logs:
-            self.logs.abort()
-        cancel.delete_after_cancel(self.jobs, self.namespace, self.name)
+        """After SIGTERM: delete the job (the first request, short timeout:
+        :func:`kfp_gpu.mpi.launch.cancel.delete_after_cancel`), then stop the logs; the
+        error to raise."""
+        try:
+            cancel.delete_after_cancel(self.jobs, self.namespace, self.name)
+        finally:
+            if self.logs:
+                self.logs.abort()
         return LaunchCancelled(f"cancelled; {self.backend.kind} {self.namespace}/{self.name} "
                                "deleted (propagationPolicy Foreground)")
 
@@ -238,7 +251,7 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
         job: the MPIJob or TrainJob (``metadata.name`` and ``metadata.namespace`` set); its
             apiVersion/kind picks the backend (:func:`kfp_gpu.mpi.spec.backends.for_object`).
         record_path: where the :class:`~kfp_gpu.mpi.launch.records.ResourceRecord` JSON goes (a KFP
-            output path); read first to re-attach after a retry.
+            output path); written, never read (re-attach is by name and 409).
         api: a ``kubernetes.client.ApiClient``; default :func:`kfp_gpu.kube.api_client`.
         backoff, watch_timeout_s, log_sink, tail_lines, log_poll_s, pending_timeout_s,
             owner_pod: see :class:`Launcher`.

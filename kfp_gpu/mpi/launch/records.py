@@ -9,22 +9,18 @@ Kubeflow Trainer's (Suspended, Complete, Failed); :func:`phase` normalises both
 from __future__ import annotations
 
 import json
-import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from kfp_gpu.mpi.spec import crd
-
-log = logging.getLogger(__name__)
 
 TERMINAL = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
 class ResourceRecord:
-    """What the launcher writes first: the Kubernetes identity of the MPIJob."""
+    """What the launcher writes as the task's output: the Kubernetes identity of the job
+    (written, never read back: re-attach is by name and 409, :mod:`kfp_gpu.mpi.launch.attach`)."""
 
     apiVersion: str
     kind: str
@@ -40,20 +36,6 @@ class ResourceRecord:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
-
-    @classmethod
-    def read(cls, path: str | os.PathLike) -> ResourceRecord | None:
-        """The record at ``path``, or ``None`` if there is none (or it is empty/garbled)."""
-        p = Path(path)
-        if not p.is_file() or p.stat().st_size == 0:
-            return None
-        try:
-            d = json.loads(p.read_text(encoding="utf-8"))
-            return cls(**{k: str(d[k]) for k in ("apiVersion", "kind", "namespace", "name",
-                                                  "uid")})
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignoring unreadable resource record %s", path)
-            return None
 
 
 @dataclass
