@@ -11,7 +11,8 @@ from kfp_gpu.cluster.doctor.backends import BACKEND_RESOURCES, BACKENDS
 from kfp_gpu.cluster.doctor.model import Access, ClusterFacts, Needs, Report, api_error
 from kfp_gpu.mpi.spec import crd, trainjob
 
-#: (apiGroup, resource[/subresource], verb) the launcher needs: manifests/rbac/role.yaml.
+#: (apiGroup, resource[/subresource], verb) the launcher needs: manifests/rbac/role.yaml (its
+#: rules and its comment; tests/test_launcher_rbac.py keeps them and this table equal).
 LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     *((crd.GROUP, crd.PLURAL, verb)
       for verb in ("create", "delete", "get", "list", "patch", "watch")),
