@@ -16,8 +16,9 @@ Steps:
 2. a workspace folder (:mod:`kfp_gpu.mpi.local.workspace`) with the ConfigMap
    (``hostfile``, ``discover_hosts.sh``) and the ssh Secret (``newSSHAuthSecret``: an ECDSA
    P-521 key, ``id_rsa`` as an ``EC PRIVATE KEY`` PEM, ``id_rsa.pub`` = ``authorized_keys``
-   in OpenSSH form), files owned by the caller (root here, as kubelet's), mode 0644 (0600
-   for ``/root/.ssh``; TrainJob: 0640/0644, group fsGroup), mounted read-only;
+   in OpenSSH form), files owned by root with group fsGroup as kubelet leaves a Secret
+   volume (mode 0644, 0600 for ``/root/.ssh``, group-read added under an fsGroup; a
+   non-root caller keeps them its own: see the workspace module), mounted read-only;
 3. the Workers (``getOrCreateWorker``), then -- with ``WaitForWorkersReady`` once every
    Worker runs and listens on a TCP port (its sshd), with ``AtStartup`` at once -- the
    Launcher (``newLauncherJob``); ``discover_hosts.sh`` lists the running Workers;
