@@ -890,6 +890,10 @@ def test_a_suspended_job_creates_no_pods_in_the_double(kube):
         kube.get_object("mpijobs", "ml", "susp-2").get("status") or {}).get(
         "conditions", [])), what="Suspended condition")
     time.sleep(0.3)
+    running = [c for c in kube.get_object("mpijobs", "ml", "susp-2")["status"]["conditions"]
+               if c["type"] == "Running"]
+    assert [(c["status"], c["reason"], c["message"]) for c in running] == [
+        ("False", "MPIJobSuspended", "MPIJob ml/susp-2 is suspended.")]  # v0.8.2 1166-1168
     assert not [p for (kind, ns, _), p in kube.objects.items() if kind == "pods"]
     assert "startTime" not in kube.get_object("mpijobs", "ml", "susp-2")["status"]
     kube.delete_object("mpijobs", "ml", "susp-2", "Foreground")

@@ -564,6 +564,9 @@ def test_min_resources_count_of_the_implied_pod_group():
     pg = scheduling.implied_pod_group(mpijob.build(options(
         workers=4, min_resources={"nvidia.com/gpu": "32"})))
     assert pg["counted"] == {"Launcher": 1, "Worker": 4}  # minResources given: not derived
+    bare = mpijob.build(options(workers=4, launcher_creation_policy="AtStartup"))
+    bare["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 0}
+    assert scheduling.implied_pod_group(bare)["counted"] == {}  # podgroup.go: nil when 0
 
 
 def test_a_gang_larger_than_the_workers_is_refused_under_wait_for_workers_ready():

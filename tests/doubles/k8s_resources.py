@@ -215,16 +215,27 @@ class ScriptedController:
     def _stay_suspended(self, kube: FakeKube, ns: str, name: str, alive) -> bool:
         """While the job's suspend flag is set (Kueue holds it until admission), create no
         pods and show ``Suspended`` True; on resume, ``Suspended`` False with the resumed
-        reason. kubeflow/mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go``
-        (``syncHandler`` creates no Workers while ``isMPIJobSuspended``;
+        reason. kubeflow/mpi-operator v0.8.2 (branch release-0.8 b10758d)
+        ``pkg/controller/mpi_job_controller.go``: ``syncHandler`` creates no PodGroup and
+        no Workers while ``isMPIJobSuspended`` (lines 665-675; the Launcher Job is created,
+        itself suspended, lines 677-679 and 1576-1577: no pod either);
         ``updateMPIJobStatus``: ``JobSuspended`` True ``MPIJobSuspended`` "MPIJob
-        suspended", then False ``MPIJobResumed`` "MPIJob resumed"); Trainer's TrainJob
-        controller likewise (reasons ``Suspended``/``Resumed``). False once the job is gone."""
+        suspended", then False ``MPIJobResumed`` "MPIJob resumed" with ``startTime`` set
+        at the resume (lines 1096-1107), and ``Running`` False ``MPIJobSuspended``
+        "MPIJob <ns>/<name> is suspended." while suspended (lines 1166-1168). Kueue admits
+        the job by setting ``runPolicy.suspend`` false (kubernetes-sigs/kueue v0.19.2
+        ``pkg/controller/jobs/mpijob/mpijob_controller.go`` ``RunWithPodSetsInfo``, line
+        136). Trainer's TrainJob controller likewise (reasons ``Suspended``/``Resumed``).
+        False once the job is gone."""
         op = OPERATORS[self.plural]
         obj = kube.get_object(op.plural, ns, name)
         if obj is None or not suspended(obj):
             return True
         kube.set_condition(ns, name, "Suspended", *op.suspended_reason, plural=op.plural)
+        if op.job_condition_shape:  # MPIJob: Running False while suspended (lines 1166-1168)
+            kube.set_condition(ns, name, "Running", op.suspended_reason[0],
+                               f"MPIJob {ns}/{name} is suspended.", plural=op.plural,
+                               truth="False")
         while True:
             obj = kube.get_object(op.plural, ns, name)
             if not alive() or obj is None:

@@ -107,15 +107,21 @@ def default_min_available(workers: int, launcher_creation_policy: str) -> int | 
 
 def implied_pod_group(job: Mapping) -> dict[str, Any]:
     """The PodGroup sizes mpi-operator v0.8.2 derives from an MPIJob ``dict`` (pure mirror
-    of ``pkg/controller/podgroup.go``, release v0.8.2, commit caa3c47):
+    of ``pkg/controller/podgroup.go``, release v0.8.2: branch release-0.8 b10758d, the same
+    controller code as master's "Prepare v0.8.2" caa3c47):
 
-    - ``minMember``: ``calculateMinAvailable``: ``schedulingPolicy.minAvailable`` if set,
-      else Worker replicas + 1 (the Launcher);
-    - ``counted``: replicas per role that ``calPGMinResource`` sums into ``minResources``
-      when ``schedulingPolicy.minResources`` is unset: with Launcher + Workers >
-      ``minMember`` and equal priorities, the Workers are cut to ``minMember - 1`` (so
-      ``minResources`` then counts one Worker's GPUs too few; set ``min_resources`` to
-      state the gang's full request);
+    - ``minMember``: ``calculateMinAvailable`` (lines 392-397):
+      ``schedulingPolicy.minAvailable`` if set, else Worker replicas + 1 (the Launcher);
+      the same for Volcano (``newPodGroup`` line 113) and scheduler-plugins (line 249);
+    - ``counted``: replicas per role that ``calPGMinResource`` (lines 337-388) sums into
+      ``minResources`` when ``schedulingPolicy.minResources`` is unset (given, it is used
+      as is: ``calculatePGMinResources`` lines 176-186 and 317-326): with Launcher +
+      Workers > ``minMember`` and equal priorities, the Workers are cut to
+      ``minMember - 1`` (so ``minResources`` then counts one Worker's GPUs too few; set
+      ``min_resources`` to state the gang's full request); ``minMember`` 0 derives no
+      ``minResources`` at all (``counted`` empty). The builder sets no
+      ``priorityClassName`` on the pod templates, so the equal-priority branch is the
+      one taken;
     - ``creatable_before_launcher``: the pods that exist before the Launcher under
       ``launcherCreationPolicy`` (``WaitForWorkersReady``: the Workers only,
       ``mpi_job_controller.go`` ``syncHandler``; ``AtStartup``: all).
@@ -129,7 +135,9 @@ def implied_pod_group(job: Mapping) -> dict[str, Any]:
     policy = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
     min_member = policy.get("minAvailable", workers + 1)
     counted = {"Launcher": launchers, "Worker": workers}
-    if "minResources" not in policy and launchers + workers > min_member:
+    if "minResources" not in policy and min_member == 0:
+        counted = {}
+    elif "minResources" not in policy and launchers + workers > min_member:
         counted["Worker"] = min_member - 1
     waits = spec.get("launcherCreationPolicy", "AtStartup") == "WaitForWorkersReady"
     return {"minMember": min_member, "counted": counted,
