@@ -181,6 +181,8 @@ def test_golden_reads_as_intended():
                                  "schedulingPolicy": {"minAvailable": 4}}  # the 4 Workers
     assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
     cmd = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[:3] == ["/opt/venv/bin/python", "-m", "kfp_gpu.training.launcher_start"]
+    cmd = cmd[cmd.index("--") + 1:]
     assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
     joined = " ".join(cmd)
     assert "-bind-to none" in joined and "-map-by slot" in joined
@@ -598,7 +600,7 @@ def test_kueue_queue_label_suspend_and_a_launcher_that_waits_for_the_workers():
         "command"]
     assert cmd[:6] == ["/opt/venv/bin/python", "-m", "kfp_gpu.training.launcher_start",
                        "--port", "2222", "--"]
-    assert cmd[6:] == mpijob.launcher_command(options())  # then the usual mpirun line
+    assert cmd[6:] == mpijob.mpirun_line(options())  # then the usual mpirun line
     plain = mpijob.build(options())
     assert "suspend" not in plain["spec"]["runPolicy"]
     assert "kueue.x-k8s.io/queue-name" not in plain["metadata"]["labels"]
@@ -634,3 +636,22 @@ def test_ipc_lock_only_where_a_root_worker_can_use_it(run_as_user, ipc_lock):
         assert caps == (["IPC_LOCK"] if rdma and ipc_lock else [])
         assert worker["spec"].get("securityContext", {}).get("runAsUser") == run_as_user
         validate_pod_template(worker)
+
+
+def test_the_launcher_always_waits_for_the_workers_sshd():
+    """Issue 21 item 4: an MPIJob suspended by anyone (Kueue's default LocalQueue, not only
+    our kueue_queue) gets its Launcher with the Workers (mpi-operator issue 615): the
+    Launcher waits for every Worker's sshd before mpirun, so backoffLimit 0 survives a slow
+    image pull. A TrainJob's launcher does not (JobSet dependsOn; it hosts ranks itself)."""
+    plain = mpijob.build(options())
+    cmd = plain["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "command"]
+    assert cmd[:6] == ["/opt/venv/bin/python", "-m", "kfp_gpu.training.launcher_start",
+                       "--port", "2222", "--"]
+    assert cmd[6:] == mpijob.mpirun_line(options())
+    assert "backoffLimit" not in plain["spec"]["runPolicy"] or \
+        plain["spec"]["runPolicy"]["backoffLimit"] == 0
+    from kfp_gpu.mpi.spec import trainjob
+
+    assert trainjob.launcher_command(options()) == mpijob.mpirun_line(options())
+    assert trainjob.launcher_command(options(kueue_queue="team-a"))[0] == "mpirun"

@@ -93,9 +93,11 @@ def test_every_request_kind_validates_and_matches_the_mpijob(kind, rdma):
     wc = node(worker)
     trainer = job["spec"]["trainer"]
     assert trainer["numNodes"] == 2 and trainer["numProcPerNode"] == opts.slots()
-    mpirun = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
+    launcher = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
         "containers"][0]["command"]
-    # the MPIJob Launcher's mpirun; with RDMA through the Worker's memlock check, since
+    mpirun = launcher[launcher.index("--") + 1:]
+    # the MPIJob Launcher's mpirun (without its wait for the Workers' sshd: JobSet's
+    # dependsOn does that here); with RDMA through the Worker's memlock check, since
     # the TrainJob launcher is node 0 and hosts ranks
     start = [ssh.IMAGE_PYTHON, "-m", "kfp_gpu.training.worker_start"] if rdma else []
     assert trainer["command"] == [*start, *mpirun]

@@ -1,10 +1,12 @@
-"""Entry of a queued job's Launcher: wait until every Worker's sshd answers, then exec mpirun.
+"""Entry of the MPIJob Launcher: wait until every Worker's sshd answers, then exec mpirun.
 
 ``python -m kfp_gpu.training.launcher_start [--port 2222] [--timeout 1800] -- mpirun ...``
 
-A job Kueue admits (``runPolicy.suspend`` true -> false) gets its Launcher Job while it is
-suspended, before any Worker exists (kubeflow/mpi-operator v0.8.2
-``pkg/controller/mpi_job_controller.go`` ``syncHandler``; issue 615), so on admission the
+Every MPIJob the suite builds starts its Launcher here
+(:func:`kfp_gpu.mpi.spec.mpijob.launcher_command`). A job Kueue admits
+(``runPolicy.suspend`` true -> false) gets its Launcher Job while it is suspended, before
+any Worker exists (kubeflow/mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go``
+``syncHandler``; issue 615), so on admission the
 Launcher starts together with Workers that may still be pulling a multi-GB image; mpirun's
 first ssh would then fail and, with ``backoffLimit`` 0, fail the job. This module reads the
 hostfile the operator mounts (``OMPI_MCA_orte_default_hostfile``, set by the operator to

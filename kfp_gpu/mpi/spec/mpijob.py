@@ -218,24 +218,33 @@ def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
         spec["securityContext"] = security
 
 
-def launcher_command(opts: MPIJobOptions) -> list[str]:
-    """The Launcher's argv: :func:`kfp_gpu.mpi.spec.mpirun.mpirun_command` for ``workers *
-    slotsPerWorker`` ranks, forwarding the names of :func:`rank_env`.
+def mpirun_line(opts: MPIJobOptions) -> list[str]:
+    """The bare ``mpirun`` argv (:func:`kfp_gpu.mpi.spec.mpirun.mpirun_command`) for
+    ``workers * slotsPerWorker`` ranks, forwarding the names of :func:`rank_env`."""
+    return mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
+                          forwarded_env=list(rank_env(opts)),
+                          implementation=opts.replicas.mpi_implementation)
 
-    A job queued in Kueue (``kueue_queue``: created suspended) starts it through
+
+def launcher_command(opts: MPIJobOptions) -> list[str]:
+    """The MPIJob Launcher's argv: :func:`mpirun_line` started through
     :mod:`kfp_gpu.training.launcher_start`, which waits until every host of the hostfile
-    accepts connections on sshd's port: a suspended MPIJob gets its Launcher Job before any
-    Worker exists (mpi-operator v0.8.2 ``syncHandler``: ``countReadyWorkerPods`` of no
-    Workers equals their number, 0; kubeflow/mpi-operator issue 615), so on admission the
-    Launcher and the Workers start together and mpirun would meet Workers still pulling
-    their image, failing the Launcher (``backoffLimit`` 0) on a slow pull.
+    accepts connections on sshd's port, then execs mpirun.
+
+    Always, not only with ``kueue_queue``: whenever an MPIJob is suspended -- by our
+    ``kueue_queue``, by Kueue's webhook for a namespace default LocalQueue or
+    ``manageJobsWithoutQueueName`` (kubernetes-sigs/kueue v0.19.2
+    ``pkg/controller/jobframework/defaults.go`` ApplyDefaultForSuspend), or by anyone else
+    -- mpi-operator v0.8.2 creates the Launcher Job before any Worker exists
+    (``pkg/controller/mpi_job_controller.go`` ``syncHandler``: ``countReadyWorkerPods`` of
+    no Workers equals their number, 0; kubeflow/mpi-operator issue 615), so on resume the
+    Launcher and the Workers start together and mpirun would meet Workers still pulling a
+    multi-GB image, failing the Launcher Job (``backoffLimit`` 0, the default) on a slow
+    pull. Under ``WaitForWorkersReady`` without suspension every Worker is already Ready
+    and the wait returns after one connect per Worker.
     """
-    cmd = mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
-                         forwarded_env=list(rank_env(opts)),
-                         implementation=opts.replicas.mpi_implementation)
-    if opts.run_policy.kueue_queue:
-        return [ssh.IMAGE_PYTHON, *LAUNCHER_START, "--port", str(ssh.SSH_PORT), "--", *cmd]
-    return cmd
+    return [ssh.IMAGE_PYTHON, *LAUNCHER_START, "--port", str(ssh.SSH_PORT), "--",
+            *mpirun_line(opts)]
 
 
 def launcher_template(opts: MPIJobOptions) -> dict:

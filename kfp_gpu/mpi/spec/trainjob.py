@@ -312,11 +312,16 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
 
 def launcher_command(opts: MPIJobOptions) -> list[str]:
     """``trainer.command``: the MPIJob Launcher's ``mpirun`` line
-    (:func:`kfp_gpu.mpi.spec.mpijob.launcher_command`); with RDMA started through
+    (:func:`kfp_gpu.mpi.spec.mpijob.mpirun_line`); with RDMA started through
     :mod:`kfp_gpu.training.worker_start` (``IMAGE_PYTHON -m kfp_gpu.training.worker_start
     mpirun ...``), because here the launcher pod is node 0 and hosts ranks too, so it needs
-    the same memlock check as the other nodes before NCCL registers memory."""
-    cmd = mpijob.launcher_command(opts)
+    the same memlock check as the other nodes before NCCL registers memory.
+
+    Not through :mod:`kfp_gpu.training.launcher_start` (the MPIJob Launcher's wait for the
+    Workers' sshd): the runtime's launcher job ``dependsOn`` the node job being Ready
+    (JobSet, manifests/trainer), and with ``runLauncherAsNode`` the hostfile names the
+    launcher's own host, which runs no sshd, so that wait could never end."""
+    cmd = mpijob.mpirun_line(opts)
     if opts.network.rdma:
         return [ssh.IMAGE_PYTHON, *ssh.WORKER_START, *cmd]
     return cmd
