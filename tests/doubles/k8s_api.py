@@ -9,42 +9,65 @@ dropped on create and ``PUT``/``PATCH`` (``application/merge-patch+json``) of
 ``.../<name>/status`` change only the status.
 
 It speaks real HTTP (``http.server`` on 127.0.0.1, a random port, HTTP/1.1 with chunked
-watch streams) with the semantics the launcher relies on, as the API server implements
-them (k8s.io/apiserver; API conventions "Concurrency Control", "Efficient detection of
-changes"):
+watch streams) with the semantics the launcher relies on. Each names the upstream file it
+follows (kubernetes/kubernetes at the commit ``read_file`` served, ``@<commit>``; the
+release line could not be told from the snapshot; K = kubernetes/kubernetes,
+S = K ``staging/src/k8s.io``):
 
 - ``POST .../mpijobs``: 201 with ``metadata.uid``/``resourceVersion``/``creationTimestamp``
-  set; 409 ``AlreadyExists`` with a ``Status`` body when the name is taken.
-- ``GET .../mpijobs/<name>``: 200 or 404 ``NotFound`` ``Status``.
+  set; 409 ``AlreadyExists`` with a ``Status`` body when the name is taken
+  (S ``apimachinery/pkg/api/errors/errors.go`` @030880a5 ``NewAlreadyExists``:
+  ``<plural>.<group> "<name>" already exists``, details group/kind=resource/name).
+- ``GET .../mpijobs/<name>``: 200 or 404 ``NotFound`` ``Status`` (same file,
+  ``NewNotFound``: ``<plural>.<group> "<name>" not found``).
 - ``GET .../mpijobs`` (LIST): ``metadata.resourceVersion`` of the list = the store's current
   resourceVersion; ``fieldSelector=metadata.name=X`` and equality ``labelSelector``.
 - ``GET ...?watch=true``: a chunked stream of JSON lines ``{"type", "object"}``. Without
   ``resourceVersion`` (or ``"0"``) it starts with synthetic ``ADDED`` events for what
-  exists; with one, it replays the events after it. A ``resourceVersion`` older than the
-  compaction floor gets ``{"type": "ERROR", "object": Status{code: 410, reason: Expired}}``
-  and the stream ends (what the watch cache does). ``timeoutSeconds`` ends the stream.
-- ``DELETE .../mpijobs/<name>``: the ``propagationPolicy`` (body ``DeleteOptions`` or query)
-  is recorded; ``Foreground`` first marks the object (``deletionTimestamp``, finalizer
-  ``foregroundDeletion``, a ``MODIFIED`` event), deletes its dependents (the launcher pod),
-  then the object (``DELETED``).
-- Garbage collection (k8s.io/kubernetes pkg/controller/garbagecollector, Background
-  propagation): an object whose ``ownerReferences`` all name uids that no longer exist in
-  its namespace is deleted shortly after -- when its last owner goes, and also right after
-  it is created with a dangling owner (the collector checks new dependents too). A
+  exists; with one, it replays the events after it (S ``apiserver/pkg/storage/cacher/
+  cacher.go`` @00319881 ``Watch`` over the watch cache). A ``resourceVersion`` older than
+  the compaction floor gets ``{"type": "ERROR", "object": Status{code: 410, reason:
+  Expired}}`` and the stream ends (S ``apiserver/pkg/storage/cacher/watch_cache.go``
+  @00f3bd44: ``resourceVersion < oldest-1`` -> ``NewResourceExpired("too old resource
+  version: %d (%d)")``; the floor here is ``oldest-1``). ``timeoutSeconds`` ends the stream.
+- ``DELETE .../mpijobs/<name>``: the ``propagationPolicy`` (body ``DeleteOptions`` or query,
+  S ``apiserver/pkg/endpoints/handlers/delete.go`` @02e16cb2) is recorded. ``Foreground``
+  adds the finalizer ``foregroundDeletion`` and, the object having pending finalizers, a
+  ``deletionTimestamp`` (``MODIFIED``); the object stays readable until the garbage
+  collector has deleted its dependents whose owner reference has ``blockOwnerDeletion``
+  and removed the finalizer (then ``DELETED``). ``Background`` removes it at once. See
+  :meth:`FakeKube.delete_object` (S ``apiserver/pkg/registry/generic/registry/store.go``
+  @0021a864 ``Delete``).
+- Garbage collection (K ``pkg/controller/garbagecollector/garbagecollector.go`` and
+  ``graph_builder.go`` @02830ed2; :meth:`FakeKube.collect_garbage`): an object whose
+  ``ownerReferences`` name no existing owner (uids in its namespace or cluster-wide) is
+  deleted shortly after -- when its last owner goes, and also right after it is created
+  with a dangling owner (the collector checks new dependents too); the dependents of an
+  owner deleted ``Foreground`` are deleted, and the owner waits for the blocking ones. A
   collected custom resource goes through the same DELETE path as a client's (its
   operator's ``on_delete``, its pods), recorded in ``deletes`` with ``"by":
   "garbage-collector"``; ``DELETE /api/v1/namespaces/<ns>/pods/<name>`` (and
-  :meth:`FakeKube.delete_pod`) removes a pod, as Argo's pod GC or ``kubectl delete pod``.
-- ``PATCH .../mpijobs/<name>`` (``application/merge-patch+json``): merged into the object
-  (``status`` ignored), a ``MODIFIED`` event.
+  :meth:`FakeKube.delete_pod`) removes a pod, as Argo's pod GC or ``kubectl delete pod``
+  (pods with finalizers linger with a ``deletionTimestamp``; grace periods are not
+  modelled). Pods made by :meth:`FakeKube.create_pod` for an owner carry a controller
+  reference with ``blockOwnerDeletion: true`` (S ``apimachinery/pkg/apis/meta/v1/
+  controller_ref.go`` @0808fecc ``NewControllerRef``).
+- ``PATCH .../mpijobs/<name>`` (``application/merge-patch+json``, RFC 7386): merged into
+  the object (``status`` ignored), a ``MODIFIED`` event; any other patch type gets 415
+  (S ``apiserver/pkg/endpoints/handlers/patch.go`` @00f75347; the double serves only the
+  merge patch, upstream a custom resource also takes JSON patch and apply).
 - ``GET /api/v1/namespaces/<ns>/pods`` with ``labelSelector``; ``GET .../pods/<name>``;
   ``GET .../pods/<name>/log`` (``tailLines``; ``timestamps=true`` prefixes each line with
   its RFC 3339 nanosecond stamp and a space; ``follow=true`` streams lines as the scripted
-  controller appends them and ends when the container has terminated or restarted:
-  :meth:`FakeKube.restart_container` bumps ``restartCount`` and starts a new log);
+  controller appends them and ends when the container is no longer running -- terminated
+  or restarted: :meth:`FakeKube.restart_container` bumps ``restartCount`` and starts a new
+  log) (K ``pkg/kubelet/kuberuntime/logs/logs.go`` @04791b49: ``logWriter.write`` prefixes
+  ``timeFormatOut`` = ``RFC3339NanoFixed`` and a space, ``tail``, ``waitLogs`` /
+  ``isContainerRunning`` end a follow once the container is not running);
   pods carry any ``status`` a test sets (:meth:`FakeKube.set_pod_status`: Unschedulable
   conditions, waiting container reasons) and Events about them (``add_event``);
-  ``GET /api/v1/namespaces/<ns>/events`` with ``fieldSelector=involvedObject.name=X``.
+  ``GET /api/v1/namespaces/<ns>/events`` with ``fieldSelector=involvedObject.name=X``
+  (K ``pkg/registry/core/event/strategy.go`` @00b2d95c ``EventToSelectableFields``).
 
 Fault injection: :meth:`FakeKube.fail_next` (the next N matching requests get a 5xx
 ``Status``), :meth:`FakeKube.reset_next` (the connection is closed without a response),
@@ -95,6 +118,10 @@ APIS_PREFIX = "/apis/"
 CORE_PREFIX = "/api/v1/namespaces/"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+MERGE_PATCH = "application/merge-patch+json"
+#: metav1.FinalizerDeleteDependents (kubernetes/kubernetes
+#: staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/types.go).
+FOREGROUND = "foregroundDeletion"
 
 
 def _now() -> str:
@@ -109,7 +136,9 @@ def _stamp() -> str:
 
 
 def status_body(code: int, reason: str, message: str, details: dict | None = None) -> dict:
-    """A ``meta/v1 Status`` failure body, as the API server sends with 4xx/5xx."""
+    """A ``meta/v1 Status`` failure body, as the API server sends with 4xx/5xx
+    (kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go
+    @030880a5 ``StatusError``)."""
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
     if details:
@@ -157,7 +186,7 @@ class FakeKube:
         self.log_times: dict[tuple[str, str], list[str]] = {}  # RFC 3339 stamp per line
         self.requests: list[Request] = []
         self.deletes: list[dict] = []  # {"name", "namespace", "propagationPolicy"[, "by"]}
-        self._deleting: set[tuple[str, str, str]] = set()  # DELETE accepted, not yet gone
+        self._gc_lock = threading.Lock()  # one garbage-collector pass at a time
         self.active_watches = 0
         self.watch_count = 0
         self.gone_sent = 0  # watch streams answered with a 410 ERROR event
@@ -353,9 +382,13 @@ class FakeKube:
         if owner:  # (for a TrainJob the chain is Pod -> Job -> JobSet -> TrainJob)
             res = SERVED[owner_plural]
             owner_obj = self.get_object(owner_plural, ns, owner) or {"metadata": {}}
+            # metav1.NewControllerRef (kubernetes/kubernetes staging/src/k8s.io/apimachinery/
+            # pkg/apis/meta/v1/controller_ref.go @0808fecc): controller and
+            # blockOwnerDeletion both true, as the operators' pods (via their Jobs) carry.
             pod["metadata"]["ownerReferences"] = [{
                 "apiVersion": res.api_version, "kind": res.kind, "name": owner,
-                "uid": owner_obj["metadata"].get("uid", ""), "controller": True}]
+                "uid": owner_obj["metadata"].get("uid", ""), "controller": True,
+                "blockOwnerDeletion": True}]
         with self._lock:
             self.objects[("pods", ns, name)] = pod
             self.logs[(ns, name)] = []
@@ -372,15 +405,69 @@ class FakeKube:
                 self._record("MODIFIED", "pods", pod)
 
     def delete_pod(self, ns: str, name: str) -> dict | None:
-        """Remove pod ``ns/name`` and return it (None if there is none); its dependents
-        are collected."""
+        """DELETE of pod ``ns/name``; returns it (None if there is none). Without
+        ``metadata.finalizers`` it is removed at once (``DELETED``); with some it gets a
+        ``deletionTimestamp`` and stays until :meth:`remove_finalizer` empties the list
+        (kubernetes/kubernetes ``staging/src/k8s.io/apiserver/pkg/registry/generic/registry/
+        store.go`` @0021a864 ``Delete`` / ``updateForGracefulDeletionAndFinalizers``:
+        "If there are pending finalizers, we never delete the object immediately").
+        Deviation: the kubelet's graceful termination (gracePeriodSeconds) is not
+        modelled; a pod goes as with ``--grace-period=0``. Its dependents are collected."""
         with self._lock:
-            pod = self.objects.pop(("pods", ns, name), None)
+            pod = self.objects.get(("pods", ns, name))
             if pod is None:
                 return None
-            self._record("DELETED", "pods", pod)
+            if not self._mark_or_remove("pods", ns, name):
+                return copy.deepcopy(pod)
         self._collect_garbage_soon(ns)
         return pod
+
+    def _mark_or_remove(self, plural: str, ns: str, name: str) -> bool:
+        """Under the lock: remove the object (``DELETED``, True) when it has no finalizers,
+        else set its ``deletionTimestamp`` once (``MODIFIED``) and keep it (False).
+        store.go @0021a864 ``Delete``: no pending finalizers and no grace period ->
+        ``Storage.Delete`` at once; pending finalizers -> ``markAsDeleting``."""
+        obj = self.objects[(plural, ns, name)]
+        meta = obj["metadata"]
+        if meta.get("finalizers"):
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = _now()
+                meta["deletionGracePeriodSeconds"] = 0
+                self._record("MODIFIED", plural, obj)
+            return False
+        del self.objects[(plural, ns, name)]
+        self._record("DELETED", plural, obj)
+        return True
+
+    def add_finalizer(self, plural: str, ns: str, name: str, finalizer: str) -> None:
+        """Add ``finalizer`` to the object (what a controller's update does; a test uses it
+        to make a dependent whose deletion waits, like a pod the kubelet has not yet
+        confirmed gone)."""
+        with self._lock:
+            obj = self.objects.get((plural, ns, name))
+            if obj is not None and finalizer not in obj["metadata"].get("finalizers", []):
+                obj["metadata"].setdefault("finalizers", []).append(finalizer)
+                self._record("MODIFIED", plural, obj)
+
+    def remove_finalizer(self, plural: str, ns: str, name: str, finalizer: str) -> None:
+        """Remove ``finalizer`` (what its controller does when done); an object being
+        deleted whose last finalizer goes is removed (store.go @0021a864: an update that
+        leaves a deleting object without finalizers deletes it, ``ShouldDeleteDuringUpdate``
+        / ``deleteWithoutFinalizers``)."""
+        with self._lock:
+            obj = self.objects.get((plural, ns, name))
+            if obj is None or finalizer not in obj["metadata"].get("finalizers", []):
+                return
+            obj["metadata"]["finalizers"].remove(finalizer)
+            if not obj["metadata"]["finalizers"]:
+                del obj["metadata"]["finalizers"]
+            if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get(
+                    "finalizers"):
+                del self.objects[(plural, ns, name)]
+                self._record("DELETED", plural, obj)
+            else:
+                self._record("MODIFIED", plural, obj)
+        self._collect_garbage_soon(ns)
 
     def _collect_garbage_soon(self, ns: str) -> None:
         def run():
@@ -389,23 +476,95 @@ class FakeKube:
         threading.Thread(target=run, daemon=True).start()
 
     def collect_garbage(self, ns: str) -> list[tuple[str, str]]:
-        """One pass of the garbage collector over namespace ``ns``: delete (Background)
-        every object whose owners are all gone (an owner exists while an object with its
-        uid is stored in ``ns`` or cluster-wide). Returns the ``(plural, name)`` deleted."""
+        """Passes of the garbage collector over namespace ``ns`` until nothing changes;
+        returns the ``(plural, name)`` it deleted. Follows kubernetes/kubernetes
+        ``pkg/controller/garbagecollector/garbagecollector.go`` @02830ed2:
+
+        - ``attemptToDeleteItem``: a dependent's owner references are classified
+          (``classifyReferences``): *solid* (the owner exists, not waiting for its
+          dependents), *dangling* (no object with that uid in ``ns`` or cluster-wide),
+          *waitingForDependentsDeletion* (the owner has a ``deletionTimestamp`` and the
+          ``foregroundDeletion`` finalizer). With a solid owner the item stays (its
+          dangling/waiting references are patched away); with a waiting owner and
+          dependents of its own it is deleted ``Foreground``; otherwise it is deleted
+          with the policy its finalizers imply (``foregroundDeletion`` -> Foreground,
+          else Background).
+        - ``graph_builder.go`` @02830ed2 ``processTransitions``: when an owner starts
+          waiting for its dependents, *all* its dependents are queued for deletion.
+        - ``processDeletingDependentsItem``: the owner keeps ``foregroundDeletion`` while
+          any dependent whose reference to it has ``blockOwnerDeletion: true`` still
+          exists (``blockingDependents``); then the finalizer is removed, and the API
+          server removes the object (store.go @0021a864 ``deleteWithoutFinalizers``).
+        A collected custom resource goes through :meth:`delete_object` (``by:
+        garbage-collector``), a pod through :meth:`delete_pod`.
+        """
+        deleted: list[tuple[str, str]] = []
+        with self._gc_lock:  # one collector: a dependent is deleted once
+            for _ in range(20):
+                actions = self._gc_plan(ns)
+                if not actions:
+                    break
+                for action, plural, name, arg in actions:
+                    if action == "delete" and plural == "pods":
+                        self.delete_pod(ns, name)
+                        deleted.append((plural, name))
+                    elif action == "delete":
+                        self.delete_object(plural, ns, name, arg, by="garbage-collector")
+                        deleted.append((plural, name))
+                    elif action == "unref":
+                        with self._lock:
+                            obj = self.objects.get((plural, ns, name))
+                            if obj is not None:
+                                obj["metadata"]["ownerReferences"] = [
+                                    r for r in obj["metadata"]["ownerReferences"]
+                                    if r.get("uid") not in arg]
+                                self._record("MODIFIED", plural, obj)
+                    else:  # "unblock": the owner's dependents are gone
+                        self.remove_finalizer(plural, ns, name, FOREGROUND)
+        return deleted
+
+    def _gc_plan(self, ns: str) -> list[tuple[str, str, str, object]]:
+        """One look at the store: what the collector would do now (see collect_garbage)."""
         with self._lock:
-            uids = {o["metadata"].get("uid") for (_, n, _), o in self.objects.items()
-                    if n in (ns, "")}
-            garbage = [(p, name) for (p, n, name), o in self.objects.items()
-                       if n == ns and (p, n, name) not in self._deleting
-                       and o["metadata"].get("ownerReferences")
-                       and not any(r.get("uid") in uids
-                                   for r in o["metadata"]["ownerReferences"])]
-        for plural, name in garbage:
-            if plural == "pods":
-                self.delete_pod(ns, name)
-            elif plural in SERVED:
-                self.delete_object(plural, ns, name, "Background", by="garbage-collector")
-        return garbage
+            by_uid = {o["metadata"].get("uid"): o for (_, n, _), o in self.objects.items()
+                      if n in (ns, "")}
+
+            def waiting(o: dict) -> bool:
+                m = o["metadata"]
+                return bool(m.get("deletionTimestamp")) and FOREGROUND in m.get(
+                    "finalizers", [])
+
+            def dependents(uid: str) -> list[tuple[tuple, dict]]:
+                return [(k, o) for k, o in self.objects.items() if k[1] == ns and any(
+                    r.get("uid") == uid for r in o["metadata"].get("ownerReferences", []))]
+
+            actions: list[tuple[str, str, str, object]] = []
+            for (plural, n, name), o in self.objects.items():
+                refs = o["metadata"].get("ownerReferences") or []
+                if n != ns or not refs or o["metadata"].get("deletionTimestamp"):
+                    continue
+                solid = [r for r in refs if r.get("uid") in by_uid
+                         and not waiting(by_uid[r["uid"]])]
+                gone = [r["uid"] for r in refs if r not in solid]
+                if solid:
+                    if gone:
+                        actions.append(("unref", plural, name, gone))
+                    continue
+                has_waiting = any(r.get("uid") in by_uid for r in refs)
+                own = dependents(o["metadata"].get("uid"))
+                policy = ("Foreground" if (has_waiting and own) or FOREGROUND in
+                          o["metadata"].get("finalizers", []) else "Background")
+                actions.append(("delete", plural, name, policy))
+            for (plural, n, name), o in self.objects.items():
+                if n != ns or not waiting(o):
+                    continue
+                uid = o["metadata"].get("uid")
+                blocking = [k for k, d in dependents(uid) if any(
+                    r.get("uid") == uid and r.get("blockOwnerDeletion")
+                    for r in d["metadata"].get("ownerReferences", []))]
+                if not blocking:
+                    actions.append(("unblock", plural, name, None))
+            return actions
 
     def pod_uid(self, ns: str, name: str) -> str:
         """The uid the double gave pod ``ns/name`` (KeyError if there is none)."""
@@ -458,45 +617,46 @@ class FakeKube:
 
     def delete_object(self, plural: str, ns: str, name: str, policy: str,
                       by: str = "") -> tuple[int, dict]:
-        """DELETE of a served custom resource (``by``: who, when not an API client)."""
+        """DELETE of a served custom resource (``by``: who, when not an API client).
+
+        kubernetes/kubernetes ``staging/src/k8s.io/apiserver/pkg/registry/generic/registry/
+        store.go`` @0021a864 ``Delete``, ``deletionFinalizersForGarbageCollection``,
+        ``updateForGracefulDeletionAndFinalizers``; ``.../endpoints/handlers/delete.go``
+        @02e16cb2 (200, the object in the body; 202 only for ``orphanDependents: false``):
+
+        - ``Foreground``: the finalizer ``foregroundDeletion`` is added (once) and, as the
+          object now has pending finalizers, it gets a ``deletionTimestamp`` and stays
+          readable (``MODIFIED``); the garbage collector deletes its dependents and removes
+          the finalizer once no ``blockOwnerDeletion`` dependent is left
+          (:meth:`collect_garbage`), then the object is gone (``DELETED``).
+        - ``Background`` (the default for custom resources): no finalizer is added; without
+          other finalizers the object is removed at once (``DELETED``) and the collector
+          takes its dependents afterwards.
+        - An object that already has a ``deletionTimestamp`` is answered 200 as it is.
+        The operator's ``on_delete`` (a controller that owns real resources) is told.
+        """
+        res = SERVED[plural]
         with self._lock:
             obj = self.objects.get((plural, ns, name))
             if obj is None:
                 return 404, status_body(404, "NotFound",
-                                        f'{plural}.kubeflow.org "{name}" not found',
-                                        {"name": name, "kind": plural})
+                                        f'{plural}.{res.group} "{name}" not found',
+                                        {"name": name, "group": res.group, "kind": plural})
             self.deletes.append({"name": name, "namespace": ns, "propagationPolicy": policy,
                                  **({"by": by} if by else {})})
-            self._deleting.add((plural, ns, name))
-            if policy == "Foreground":
-                obj["metadata"]["deletionTimestamp"] = _now()
-                obj["metadata"].setdefault("finalizers", []).append("foregroundDeletion")
-                self._record("MODIFIED", plural, obj)
-            marked = copy.deepcopy(obj)
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                return 200, copy.deepcopy(obj)
+            if policy == "Foreground" and FOREGROUND not in meta.get("finalizers", []):
+                meta.setdefault("finalizers", []).append(FOREGROUND)
+            out = copy.deepcopy(obj)
+            if not self._mark_or_remove(plural, ns, name):
+                out = copy.deepcopy(obj)
         on_delete = getattr(self.controller, "on_delete", None)
         if on_delete is not None:  # an operator that owns real resources (containers)
             on_delete(self, plural, ns, name)
-        t = threading.Thread(target=self._finish_delete, args=(plural, ns, name), daemon=True)
-        t.start()
-        return 200, marked
-
-    def _finish_delete(self, plural: str, ns: str, name: str) -> None:
-        time.sleep(0.02)
-        with self._lock:
-            obj = self.objects.get((plural, ns, name))
-            if obj is not None and "foregroundDeletion" in obj["metadata"].get("finalizers", []):
-                uid = obj["metadata"]["uid"]
-                for key, pod in list(self.objects.items()):  # Foreground: dependents first
-                    if key[0] == "pods" and key[1] == ns and any(
-                            o.get("uid") == uid for o in pod["metadata"].get("ownerReferences", [])):
-                        del self.objects[key]
-                        self._record("DELETED", "pods", pod)
-            obj = self.objects.pop((plural, ns, name), None)
-            self._deleting.discard((plural, ns, name))
-            if obj is not None:
-                obj["metadata"].pop("finalizers", None)
-                self._record("DELETED", plural, obj)
-        self._collect_garbage_soon(ns)  # Background: the collector takes the dependents
+        self._collect_garbage_soon(ns)
+        return 200, out
 
     def list_objects(self, plural: str, ns: str, query: dict) -> list[dict]:
         with self._lock:
@@ -543,6 +703,7 @@ def _selected(obj: dict, query: dict) -> bool:
             value = value.lstrip("=")
             if key == "metadata.name" and meta.get("name") != value:
                 return False
+            # Event field (pkg/registry/core/event/strategy.go @00b2d95c)
             if key == "involvedObject.name" and obj.get("involvedObject", {}).get("name") != value:
                 return False
     labels = meta.get("labels", {})
@@ -694,7 +855,8 @@ class _Handler(JsonHandler):
     def _patch(self, plural: str, ns: str, name: str, body) -> int:
         """``PATCH`` (JSON merge patch, RFC 7386) of the object; with a status subresource
         ``status`` in the patch is ignored, as the API server does."""
-        patch = {k: v for k, v in (body or {}).items() if k != "status"}
+        patch = {k: v for k, v in (body if isinstance(body, dict) else {}).items()
+                 if k != "status"}  # (a list: json-patch, refused with 415 in _modify)
 
         def change(obj: dict) -> None:
             new = _merge_patch(obj, patch)
@@ -720,9 +882,18 @@ class _Handler(JsonHandler):
         """Apply ``change(obj)`` to the stored object under the lock, record ``MODIFIED``
         and answer 200 with it; 404 when absent, 415 for a PATCH that is not a merge patch
         (the only patch type served)."""
-        if method == "PATCH" and "merge-patch" not in (self.headers.get("Content-Type") or ""):
+        # kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go
+        # @00f75347 PatchResource: the Content-Type (before any "; charset") must be one of
+        # the resource's patch types, else NewUnsupportedMediaTypeError
+        # (.../handlers/negotiation/errors.go @31982a38: 415, reason UnsupportedMediaType,
+        # "the body of the request was in an unknown format - accepted media types
+        # include: ..."). Deviation: a custom resource also accepts json-patch+json and
+        # apply-patch+yaml upstream; the double serves merge-patch only, so it lists that.
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if method == "PATCH" and ctype != MERGE_PATCH:
             return self._fail(415, "UnsupportedMediaType",
-                              "only application/merge-patch+json is served")
+                              "the body of the request was in an unknown format - accepted "
+                              f"media types include: {MERGE_PATCH}")
         kube = self.kube
         with kube._lock:
             obj = kube.objects.get((plural, ns, name))
@@ -768,7 +939,7 @@ class _Handler(JsonHandler):
             kube.watch_count += 1
             epoch = kube._watch_epoch
         try:
-            if since in ("", "0"):
+            if since in ("", "0"):  # synthetic ADDED for what exists (cacher.go @00319881)
                 with kube._lock:
                     last = kube._rv
                 for obj in kube.list_objects(plural, ns, query):
@@ -778,7 +949,7 @@ class _Handler(JsonHandler):
                 with kube._lock:
                     too_old = last < kube._floor
                     floor = kube._floor
-                if too_old:
+                if too_old:  # watch_cache.go @00f3bd44: rv < oldest-1 -> 410 Expired
                     with kube._lock:
                         kube.gone_sent += 1
                     err = status_body(410, "Expired",
@@ -835,7 +1006,9 @@ class _Handler(JsonHandler):
                 pod_obj = kube.objects.get(("pods", ns, pod))
                 done = pod_obj is None or pod_obj["status"]["phase"] in ("Succeeded", "Failed")
                 if kube._log_epoch.get((ns, pod), 0) != epoch:
-                    break  # the container restarted: its stream ends (the kubelet's does)
+                    # the container restarted: this one is no longer running, so its
+                    # stream ends (kubelet logs.go @04791b49 waitLogs/isContainerRunning)
+                    break
                 if not new:
                     if done:
                         break
