@@ -34,6 +34,17 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
 
 Every request is recorded (method, path, effective user, impersonated-by) in
 :attr:`FakeCluster.requests`.
+
+Upstream files (kubernetes/kubernetes, ``staging/src/k8s.io`` = S, at the commit
+``read_file`` served): impersonation S ``apiserver/pkg/endpoints/filters/impersonation.go``
+@03400bb1 (the ``impersonate`` verb on ``serviceaccounts`` / ``users``, the groups added
+for a ServiceAccount); status bodies S ``apimachinery/pkg/api/errors/errors.go``
+@030880a5 (``NewNotFound``: ``<resource>.<group> "<name>" not found``, details
+group/kind=resource/name). Not pinned to a file read: the 403 message form (``<r>
+"<name>" is forbidden: User "u" cannot <verb> resource "<r>" in API group "<g>" ...``);
+the only copy of S ``apiserver/pkg/endpoints/handlers/responsewriters/errors.go``
+``forbiddenMessage`` served (@01688530) is an old plain-text one, so this form is what
+clients of current releases report, not a line read here.
 """
 
 from __future__ import annotations

@@ -26,6 +26,28 @@ kfp-server-api 2.17 speaks it):
   ``state_history``, ``finished_at``, and for ``FAILED`` an ``error`` plus a failed task in
   ``run_details.task_details``.
 
+Upstream files followed (kubeflow/pipelines, at the commit ``read_file`` served; the
+release line could not be told from the snapshot):
+
+- ``backend/api/v2beta1/run.proto`` @07a931d0: ``Run`` field names (``run_id``,
+  ``display_name``, ``storage_state`` AVAILABLE, ``runtime_config``, ``service_account``,
+  ``created_at``/``scheduled_at``/``finished_at``, ``state``, ``error`` a
+  ``google.rpc.Status``, ``run_details.task_details``, ``state_history`` of
+  ``RuntimeStatus{update_time, state}``) and ``RuntimeState`` (PENDING, RUNNING,
+  SUCCEEDED, SKIPPED, FAILED, CANCELING, CANCELED, PAUSED); ``PipelineTaskDetail``
+  (``run_id``, ``task_id``, ``display_name``, ``create_time``, ``state``, ``error`` only
+  when FAILED/CANCELED).
+- ``backend/src/apiserver/server/pipeline_upload_server.go`` @0029bf50: multipart field
+  ``uploadfile`` (``FormFileKey``), query ``name`` / ``namespace`` / ``pipelineid``;
+  ``UploadPipeline`` creates the pipeline and a version with the pipeline's name and
+  display name (``CreatePipelineAndPipelineVersion``); AlreadyExists -> 409.
+  Deviations, kept because ``kfp-gpu submit``'s tests rely on them: upstream answers the
+  upload endpoints' errors with ``{"error_message", "error_details"}`` (``apiError``,
+  ``writeErrorToResponse``), not the gateway body, and a refused upload authorization
+  with 400 ("pipeline upload denied: permission to create
+  pipelines.pipelines.kubeflow.org ..."), where the double sends 403 PERMISSION_DENIED
+  (what the grpc-gateway endpoints -- runs, experiments -- answer).
+
 Every request is recorded in :attr:`FakeKfp.requests` (method, path, query).
 """
 
