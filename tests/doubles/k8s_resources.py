@@ -17,6 +17,13 @@ declare them:
 - MPI Operator (``pkg/controller/mpi_job_controller.go``): JobCondition types Created,
   Running, Succeeded / Failed (reasons ``MPIJobCreated``...), launcher pod labelled
   ``training.kubeflow.org/job-name`` / ``job-role: launcher``, container ``launcher``.
+  Read at kubeflow/mpi-operator HEAD caa3c47 (2026-07-02; the snapshot has no v0.8.2 tag,
+  only v0.8.0): messages "MPIJob <ns>/<name> is created." (line 616, event
+  ``MPIJobCreated`` 618), "... is running." (1190), "... successfully completed." (1123),
+  "... has failed" (1210); labels ``JobNameLabel`` / ``JobRoleLabel``
+  (``pkg/apis/kubeflow/v2beta1/constants.go`` lines 42, 45); the objects it owns carry
+  ``metav1.NewControllerRef`` (lines 1373, 1427, 1468: ``blockOwnerDeletion: true``),
+  which the API double gives the pods it creates for a job.
 - Kubeflow Trainer v2.3.0 on JobSet: a TrainJob has no Created/Running condition (its types
   are Suspended, Complete, Failed: ``pkg/apis/trainer/v1alpha1/trainjob_types.go``); the
   JobSet plugin copies JobSet's terminal conditions (``plugins/jobset/jobset.go`` Status():
