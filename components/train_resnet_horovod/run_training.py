@@ -327,13 +327,9 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
 
 
 def job_image(image: str, what: str = "image") -> str:
-    """The MPIJob/TrainJob image: the component's ``image`` input as given. Its compiled
-    default is the Horovod image of the ``kfp-gpu compile --registry`` set (a constant in
-    the YAML, kfp_gpu.build.images.apply); nothing is derived from this pod's environment.
-
-    Raises:
-        ValueError: ``image`` is empty or blank.
-    """
+    """The MPIJob/TrainJob image: the ``image`` input as given (compiled default: the
+    Horovod image of ``kfp-gpu compile --registry``; never this pod's environment).
+    Raises ValueError when ``image`` is empty or blank."""
     if not image or not image.strip():
         raise ValueError(f"{what} is empty: leave the parameter unset for the compiled default "
                          "(the Horovod image of `kfp-gpu compile --registry`) or give an image "
@@ -343,11 +339,8 @@ def job_image(image: str, what: str = "image") -> str:
 
 def build_job(backend, opts, *, runtime_image: str) -> dict:
     """The job for ``opts`` from ``backend`` (:mod:`kfp_gpu.mpi.spec.backends`); a TrainJob
-    is built against ``runtime_image``, the image its ClusterTrainingRuntime's nodes run
-    (:func:`kfp_gpu.mpi.spec.trainjob.build`).
-
-    Raises:
-        ValueError: from the builder, e.g. a TrainJob image other than ``runtime_image``.
+    is built against ``runtime_image``, the image its ClusterTrainingRuntime's nodes run.
+    Raises ValueError from the builder, e.g. a TrainJob image other than ``runtime_image``.
     """
     if backend.name == "trainjob":
         return backend.build(opts, runtime_image=job_image(runtime_image, "runtime_image"))

@@ -147,7 +147,8 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
                 tag: str | None = None) -> list[Path]:
     """Compile the catalog with the images of ``ImageSet(registry, tag)`` (defaults: the
     default registry, the package version); returns the written paths. With
-    ``output_dir`` the Trainer runtime is written too (:func:`write_runtime_manifests`).
+    ``output_dir`` the Trainer runtime is written too (:func:`write_runtime_manifests`)
+    when a compiled YAML names the Horovod image (it can start a TrainJob).
 
     Raises:
         ValueError: a bad registry or tag (:class:`kfp_gpu.build.images.ImageSet`), a
@@ -162,7 +163,9 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
     for t in targets(output_dir, only):
         compile_target(t, t.path, gpu if t.kind == "pipeline" else None, image_set)
         written.append(t.path)
-    if output_dir is not None:
+    horovod = image_set.image(images.HOROVOD)
+    if output_dir is not None and any(horovod in p.read_text() for p in written):
+        # only beside YAML that can start a TrainJob on the runtime (its Horovod image)
         written += write_runtime_manifests(output_dir, image_set)
     return written
 

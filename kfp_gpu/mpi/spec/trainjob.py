@@ -43,9 +43,8 @@ patched into "node" containers (plugins/jobset/jobset.go Validate). So with
 ``runLauncherAsNode`` every pod is a rank host with the same GPUs: ``numNodes = workers``
 pods hold ``workers * slots`` ranks, like the MPIJob's Workers (the MPIJob's GPU-less
 Launcher pod has no counterpart; ``launcher_cpu``/``launcher_memory`` do not apply).
-Upstream quirk: with ``numNodes: 1`` the MPI plugin still makes one ``node`` pod besides
-the launcher (``max(numNodes-1, 1)``), so one pod idles with its GPUs; use
-``workers >= 2`` or the MPIJob backend for one node.
+Upstream quirk: with ``numNodes: 1`` the MPI plugin still makes one idle ``node`` pod
+(``max(numNodes-1, 1)``); use ``workers >= 2`` or the MPIJob backend for one node.
 
 Not expressible per job in v2.3.0, so refused unless left at the values the runtime has:
 ``schedulerName`` (no PodSpecPatch field; set it in a runtime copy, or let the scheduler's
@@ -59,9 +58,8 @@ and any ``schedulingPolicy`` (:mod:`kfp_gpu.mpi.spec.scheduling`: gang schedulin
 runtime, ``spec.podGroupPolicy``). ``active_deadline_seconds`` maps to the TrainJob's own
 ``spec.activeDeadlineSeconds``.
 
-No ``IPC_LOCK`` with RDMA: the runtime runs every node as uid 1000, where an added
-capability lifts no memlock limit (:func:`kfp_gpu.mpi.spec.mpijob.worker_may_run_as_root`) and
-would only make Pod Security ``baseline`` reject the pods.
+No ``IPC_LOCK`` with RDMA: nodes run as uid 1000, where it lifts no memlock limit and
+only makes Pod Security ``baseline`` reject them (``mpijob.worker_may_run_as_root``).
 """
 
 from __future__ import annotations
@@ -315,12 +313,9 @@ def launcher_command(opts: MPIJobOptions) -> list[str]:
     (:func:`kfp_gpu.mpi.spec.mpijob.mpirun_line`); with RDMA started through
     :mod:`kfp_gpu.training.worker_start` (``IMAGE_PYTHON -m kfp_gpu.training.worker_start
     mpirun ...``), because here the launcher pod is node 0 and hosts ranks too, so it needs
-    the same memlock check as the other nodes before NCCL registers memory.
-
-    Not through :mod:`kfp_gpu.training.launcher_start` (the MPIJob Launcher's wait for the
-    Workers' sshd): the runtime's launcher job ``dependsOn`` the node job being Ready
-    (JobSet, manifests/trainer), and with ``runLauncherAsNode`` the hostfile names the
-    launcher's own host, which runs no sshd, so that wait could never end."""
+    the same memlock check as the other nodes before NCCL registers memory. No
+    ``launcher_start`` wait (the MPIJob's): the launcher job ``dependsOn`` the node job's
+    Ready (manifests/trainer), and its own host, in the hostfile, runs no sshd."""
     cmd = mpijob.mpirun_line(opts)
     if opts.network.rdma:
         return [ssh.IMAGE_PYTHON, *ssh.WORKER_START, *cmd]
