@@ -344,3 +344,229 @@ def test_apply_renames_whole_references_only():
     text = f"# image: [Default: '{d}']\n# {d}rc1 x/{d}\n"
     assert images.rename_text(text, s) == (
         "# image: [Default: 'r.example.com/ml/kfp-gpu-horovod:9']\n" f"# {d}rc1 x/{d}\n")
+
+
+# -- pinned digests (issue 23 item 3) ---------------------------------------------------------
+
+DIGEST_A = "sha256:" + "a" * 64
+DIGEST_B = "sha256:" + "b" * 64
+
+
+def test_pinned_set_names_images_by_digest_and_validates():
+    s = images.ImageSet("registry.example.com:5000/ml", "0.1.0")
+    p = s.pinned({"trainer": DIGEST_A}).pinned({"horovod": DIGEST_B})
+    assert p.image("trainer") == f"registry.example.com:5000/ml/kfp-gpu-trainer@{DIGEST_A}"
+    assert p.image("horovod") == f"registry.example.com:5000/ml/kfp-gpu-horovod@{DIGEST_B}"
+    assert p.image("launcher") == "registry.example.com:5000/ml/kfp-gpu-launcher:0.1.0"
+    assert p.repository("trainer") == "registry.example.com:5000/ml/kfp-gpu-trainer"
+    assert p.tagged() == s and p == s.pinned({"horovod": DIGEST_B, "trainer": DIGEST_A})
+    for bad in ("sha256:" + "A" * 64, "sha256:abc", "sha512:" + "a" * 128, "a" * 64):
+        with pytest.raises(ValueError, match="invalid digest .*sha256"):
+            s.pinned({"trainer": bad})
+    with pytest.raises(ValueError, match="unknown image 'pytorch' in digests"):
+        s.pinned({"pytorch": DIGEST_A})
+
+
+def test_apply_carries_a_tag_set_to_its_pinned_set():
+    tagged = images.ImageSet("r.example.com/ml")
+    pinned = tagged.pinned({"horovod": DIGEST_B})
+    doc = {"image": tagged.image("horovod"), "default": images.image("horovod"),
+           "t": tagged.image("trainer")}
+    assert images.apply(doc, pinned, tagged) == {
+        "image": f"r.example.com/ml/kfp-gpu-horovod@{DIGEST_B}",
+        "default": images.image("horovod"), "t": tagged.image("trainer")}
+    assert images.referenced([f"x {tagged.image('horovod')} y", "z"], tagged) == ("horovod",)
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("ghcr.io/acme/kfp-gpu-trainer", ("ghcr.io", "acme/kfp-gpu-trainer")),
+    ("127.0.0.1:5000/kfp-gpu-trainer", ("127.0.0.1:5000", "kfp-gpu-trainer")),
+    ("localhost/ml/kfp-gpu-trainer", ("localhost", "ml/kfp-gpu-trainer")),
+    ("acme/kfp-gpu-trainer", ("registry-1.docker.io", "acme/kfp-gpu-trainer")),
+    ("docker.io/acme/kfp-gpu-trainer", ("registry-1.docker.io", "acme/kfp-gpu-trainer")),
+    ("kfp-gpu-trainer", ("registry-1.docker.io", "library/kfp-gpu-trainer")),
+])
+def test_split_name_as_docker_does(name, expected):
+    from kfp_gpu.build import digests
+
+    assert digests.split_name(name) == expected
+
+
+@pytest.mark.parametrize("host,scheme", [
+    ("127.0.0.1:5000", "http"), ("127.1.2.3", "http"), ("localhost:5000", "http"),
+    ("[::1]:5000", "http"), ("ghcr.io", "https"), ("10.0.0.1:5000", "https"),
+    ("registry-1.docker.io", "https")])
+def test_scheme_is_http_only_on_loopback(host, scheme):
+    from kfp_gpu.build import digests
+
+    assert digests.scheme(host) == scheme
+
+
+class _RegistryDouble:
+    """A minimal OCI distribution API double on a loopback port: manifests by repository
+    and tag, an optional Bearer token realm (as ghcr.io), HEAD with or without
+    Docker-Content-Digest. The real registry is tests/containers/test_registry.py."""
+
+    def __init__(self, manifests: dict[tuple[str, str], bytes], token: bool = True,
+                 head_digest: bool = True):
+        import hashlib
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.manifests, self.requests = manifests, []
+        self.digests = {k: "sha256:" + hashlib.sha256(v).hexdigest()
+                        for k, v in manifests.items()}
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, body: bool) -> None:
+                double.requests.append((self.command, self.path, dict(self.headers)))
+                if self.path.startswith("/token?"):
+                    data = json.dumps({"token": "t0k"}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                m = re.fullmatch(r"/v2/(.+)/manifests/([^/]+)", self.path)
+                repo, tag = m.groups() if m else ("", "")
+                if token and self.headers.get("Authorization") != "Bearer t0k":
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", f'Bearer realm="{double.url}/token",'
+                                     f'service="double",scope="repository:{repo}:pull"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if (repo, tag) not in double.manifests:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                data = double.manifests[(repo, tag)]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.oci.image.index.v1+json")
+                if head_digest or self.command == "GET":
+                    self.send_header("Docker-Content-Digest", double.digests[(repo, tag)])
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+            def do_HEAD(self):
+                self._answer(False)
+
+            def do_GET(self):
+                self._answer(True)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"http://{self.host}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def registry_double():
+    made = []
+
+    def make(**kwargs):
+        v = kfp_gpu.__version__
+        manifests = {(f"ml/kfp-gpu-{n}", v): f'{{"image": "{n}"}}'.encode() for n in NAMES}
+        made.append(_RegistryDouble(manifests, **kwargs))
+        return made[-1]
+
+    yield make
+    for d in made:
+        d.close()
+
+
+def test_resolve_asks_the_manifest_with_an_anonymous_token(registry_double):
+    from kfp_gpu.build import digests
+
+    reg = registry_double()
+    s = images.ImageSet(f"{reg.host}/ml")
+    got = digests.resolve(s, ("trainer", "horovod"))
+    v = kfp_gpu.__version__
+    assert got == {n: reg.digests[(f"ml/kfp-gpu-{n}", v)] for n in ("trainer", "horovod")}
+    heads = [r for r in reg.requests if r[0] == "HEAD"]
+    assert [r[1] for r in heads] == [f"/v2/ml/kfp-gpu-{n}/manifests/{v}"
+                                     for n in ("trainer", "trainer", "horovod", "horovod")]
+    assert all(set(digests.MANIFEST_TYPES) == set(r[2]["Accept"].split(", ")) for r in heads)
+    tokens = [r[1] for r in reg.requests if r[1].startswith("/token")]
+    assert tokens[0] == "/token?scope=repository%3Aml%2Fkfp-gpu-trainer%3Apull&service=double"
+    assert not [r for r in reg.requests if r[0] == "GET" and "/v2/" in r[1]]  # HEAD suffices
+    pinned = digests.pin(s, ("horovod",))
+    assert pinned.image("horovod") == f"{reg.host}/ml/kfp-gpu-horovod@{got['horovod']}"
+    assert pinned.image("trainer") == s.image("trainer")
+
+
+def test_resolve_without_the_digest_header_hashes_the_manifest(registry_double):
+    from kfp_gpu.build import digests
+
+    reg = registry_double(token=False, head_digest=False)
+    got = digests.resolve(images.ImageSet(f"{reg.host}/ml"), ("launcher",))
+    assert got["launcher"] == reg.digests[("ml/kfp-gpu-launcher", kfp_gpu.__version__)]
+
+
+def test_resolve_reports_a_missing_image_and_an_unreachable_registry(registry_double):
+    import socket
+
+    from kfp_gpu.build import digests
+
+    reg = registry_double()
+    with pytest.raises(digests.ImageMissing, match=r"image .*/other/kfp-gpu-trainer:.* not found"):
+        digests.resolve(images.ImageSet(f"{reg.host}/other"), ("trainer",))
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(digests.RegistryUnreachable, match=f"registry 127.0.0.1:{port} "
+                       "unreachable"):
+        digests.resolve(images.ImageSet(f"127.0.0.1:{port}/ml"), ("trainer",), timeout_s=5)
+
+
+def test_compile_pin_digests_reaches_executors_mpijob_defaults_and_runtime(registry_double,
+                                                                           tmp_path):
+    """The registry's digests end in the component's executor image, the compiled ``image``
+    and ``runtime_image`` defaults (the MPIJob / TrainJob image) and DIR/manifests/trainer;
+    no tag reference is left. Missing image: exit 2, one line; no registry: exit 3."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from kfp_gpu.cli import app
+
+    reg = registry_double()
+    v = kfp_gpu.__version__
+    trainer = f"{reg.host}/ml/kfp-gpu-trainer@{reg.digests[('ml/kfp-gpu-trainer', v)]}"
+    horovod = f"{reg.host}/ml/kfp-gpu-horovod@{reg.digests[('ml/kfp-gpu-horovod', v)]}"
+    r = CliRunner().invoke(app, ["compile", "--only", "train_resnet_horovod", "-o",
+                                 str(tmp_path), "--registry", f"{reg.host}/ml",
+                                 "--pin-digests"])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "components" / "train_resnet_horovod" / "component.yaml").read_text()
+    doc = yaml.safe_load(text)
+    (executor,) = doc["deploymentSpec"]["executors"].values()
+    assert executor["container"]["image"] == trainer
+    params = doc["root"]["inputDefinitions"]["parameters"]
+    assert params["image"]["defaultValue"] == params["runtime_image"]["defaultValue"] == horovod
+    runtime = (tmp_path / "manifests" / "trainer" / "horovod-runtime.yaml").read_text()
+    assert runtime.count(horovod) == 2
+    for out in (text, runtime):
+        assert f"kfp-gpu-horovod:{v}" not in out and f"kfp-gpu-trainer:{v}" not in out
+    # the launcher is named nowhere, so it is not asked for
+    assert not [q for q in reg.requests if "kfp-gpu-launcher" in q[1]]
+
+    r = CliRunner().invoke(app, ["compile", "--only", "plan_shards", "-o", str(tmp_path / "x"),
+                                 "--registry", f"{reg.host}/nope", "--pin-digests"])
+    assert r.exit_code == 2
+    assert r.output.strip().count("\n") == 0 and "nope/kfp-gpu-trainer" in r.output
+    assert not (tmp_path / "x").exists()  # nothing written before the digests are known
+    reg.close()
+    r = CliRunner().invoke(app, ["compile", "--only", "plan_shards", "-o", str(tmp_path / "y"),
+                                 "--registry", f"{reg.host}/ml", "--pin-digests"])
+    assert r.exit_code == 3 and "unreachable" in r.output, r.output

@@ -67,25 +67,32 @@ def compile_target(t: Target, dest: Path, gpu: str | None = None,
                    image_set: images.ImageSet | None = None) -> None:
     """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given; every
     image reference of the default set becomes ``image_set``'s (default: unchanged)."""
+    storage.write_text(dest, compile_text(t, gpu, image_set))
+
+
+def compile_text(t: Target, gpu: str | None = None,
+                 image_set: images.ImageSet | None = None) -> str:
+    """The YAML text :func:`compile_target` writes (nothing is written)."""
     from kfp import compiler
 
     obj = registry.resolve(t.ref)
     if t.kind == "pipeline":
         obj = obj(gpu) if gpu else obj()
     with tempfile.TemporaryDirectory(prefix="kfp-gpu-compile-") as tmp:
-        raw = Path(tmp) / dest.name
+        raw = Path(tmp) / t.path.name
         compiler.Compiler().compile(obj, str(raw))
-        text = with_images(raw.read_text(encoding="utf-8"), image_set or images.ImageSet())
-    storage.write_text(dest, text)
+        return with_images(raw.read_text(encoding="utf-8"), image_set or images.ImageSet())
 
 
-def with_images(text: str, image_set: images.ImageSet) -> str:
+def with_images(text: str, image_set: images.ImageSet,
+                source: images.ImageSet | None = None) -> str:
     """KFP's compiled YAML ``text`` with :func:`kfp_gpu.build.images.apply` applied to each
     document, written back the way KFP writes it (kfp 2.17
     ``compiler/pipeline_spec_builder.py`` write_pipeline_spec_to_file: the comment header,
     then ``yaml.dump_all(documents, sort_keys=True)``); the references in the header's
     comments (the inputs' defaults) are renamed too. With the default set the text comes
-    back unchanged (``compile --check`` pins that)."""
+    back unchanged (``compile --check`` pins that). ``source`` (default: the default set) is
+    the set ``text`` names, e.g. the tag set when pinning its digests."""
     import yaml
 
     lines = text.splitlines(keepends=True)
@@ -93,8 +100,8 @@ def with_images(text: str, image_set: images.ImageSet) -> str:
     while n < len(lines) and lines[n].startswith("#"):
         n += 1
     header, body = "".join(lines[:n]), "".join(lines[n:])
-    header = images.rename_text(header, image_set)
-    docs = [images.apply(d, image_set) for d in yaml.safe_load_all(body)]
+    header = images.rename_text(header, image_set, source)
+    docs = [images.apply(d, image_set, source) for d in yaml.safe_load_all(body)]
     return header + yaml.dump_all(docs, sort_keys=True)
 
 
@@ -144,25 +151,40 @@ def write_runtime_manifests(output_dir: Path, image_set: images.ImageSet) -> lis
 
 def compile_all(output_dir: Path | None = None, gpu: str | None = None,
                 only: str | None = None, registry: str | None = None,
-                tag: str | None = None) -> list[Path]:
+                tag: str | None = None, pin_digests: bool = False) -> list[Path]:
     """Compile the catalog with the images of ``ImageSet(registry, tag)`` (defaults: the
     default registry, the package version); returns the written paths. With
     ``output_dir`` the Trainer runtime is written too (:func:`write_runtime_manifests`)
     when a compiled YAML names the Horovod image (it can start a TrainJob).
 
+    ``pin_digests`` (issue 23 item 3): the images the compiled YAML names are resolved in
+    the registry (:func:`kfp_gpu.build.digests.pin`, before anything is written) and every
+    reference -- executors, the MPIJob/TrainJob ``image``/``runtime_image`` defaults,
+    DIR/manifests/trainer -- becomes ``R/kfp-gpu-<name>@sha256:...``.
+
     Raises:
         ValueError: a bad registry or tag (:class:`kfp_gpu.build.images.ImageSet`), a
-            non-default one without ``output_dir`` (the package's YAML is the default
-            build), an unknown ``only``.
+            non-default one (or ``pin_digests``) without ``output_dir`` (the package's YAML
+            is the default build), an unknown ``only``.
+        kfp_gpu.build.digests.ImageMissing / RegistryUnreachable: with ``pin_digests``.
     """
     image_set = images.ImageSet(registry or images.DEFAULT_REGISTRY, tag or __version__)
-    if image_set != images.ImageSet() and output_dir is None:
-        raise ValueError("a registry or tag other than the default needs an output folder: "
-                         "the package's checked-in YAML stays the default build")
+    if (image_set != images.ImageSet() or pin_digests) and output_dir is None:
+        raise ValueError("a registry or tag other than the default, or --pin-digests, needs "
+                         "an output folder: the package's checked-in YAML stays the default "
+                         "build")
+    compiled = {t.path: compile_text(t, gpu if t.kind == "pipeline" else None, image_set)
+                for t in targets(output_dir, only)}
+    if pin_digests:
+        from kfp_gpu.build import digests
+
+        tagged = image_set
+        image_set = digests.pin(tagged, images.referenced(compiled.values(), tagged))
+        compiled = {p: with_images(text, image_set, tagged) for p, text in compiled.items()}
     written = []
-    for t in targets(output_dir, only):
-        compile_target(t, t.path, gpu if t.kind == "pipeline" else None, image_set)
-        written.append(t.path)
+    for path, text in compiled.items():
+        storage.write_text(path, text)
+        written.append(path)
     horovod = image_set.image(images.HOROVOD)
     if output_dir is not None and any(horovod in p.read_text() for p in written):
         # only beside YAML that can start a TrainJob on the runtime (its Horovod image)

@@ -14,12 +14,18 @@ compiled documents with :func:`apply` -- executors' ``container.image`` and the 
 compiled defaults alike, every string that is a default-set reference. The component pod
 reads its images from its inputs, never from the environment; ``compile -o DIR`` also
 writes DIR/manifests/trainer, the Trainer runtime on the same set (:func:`rename_text`).
+
+Pinned sets (issue 23 item 3): ``ImageSet(R).pinned({"trainer": "sha256:..."})`` names
+``R/kfp-gpu-trainer@sha256:...`` -- the bytes a team reviewed, not a mutable tag. The digests
+come from the registry (:mod:`kfp_gpu.build.digests`, the only I/O); everything here stays
+pure, and :func:`apply` / :func:`rename_text` carry a tag set to its pinned set the same way
+they carry the default set to another registry (``source=`` the tag set).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +53,10 @@ _NAME = re.compile(rf"(?:{_HOST}(?::[0-9]+)?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPO
                    re.ASCII)
 _TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
 NAME_TOTAL_LENGTH_MAX = 255
+# The digest this project pins: sha256 in its canonical form, the algorithm every registry
+# computes Docker-Content-Digest with (opencontainers/image-spec v1.1.0 descriptor.md,
+# "Digests": algorithm ":" encoded; sha256 encoded = /[a-f0-9]{64}/).
+_DIGEST = re.compile(r"sha256:[a-f0-9]{64}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -57,17 +67,22 @@ class ImageSet:
         registry: prefix without a trailing slash, e.g. ``ghcr.io/kfp-gpu``,
             ``registry.example.com:5000/ml``, ``docker.io/acme``.
         tag: image tag, default the package version.
+        digests: ``(name, digest)`` pairs of pinned images (:meth:`pinned`); a pinned image's
+            reference is ``<registry>/kfp-gpu-<name>@<digest>`` (no tag: a reference with
+            both is pulled by its digest, the tag only misleads a reader).
 
     Raises:
         ValueError: ``registry`` is empty, has a trailing slash, or with
             ``/kfp-gpu-<name>`` is not a reference name (distribution/reference grammar:
             ``[host[:port]/]path[/path...]``, path components lowercase ``[a-z0-9]``
             joined by ``.``, ``_``, ``__`` or ``-``; ASCII, no spaces, at most 255
-            characters); ``tag`` is not ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``.
+            characters); ``tag`` is not ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``; a digest
+            is not ``sha256:`` + 64 lowercase hex digits or names an unknown image.
     """
 
     registry: str = DEFAULT_REGISTRY
     tag: str = __version__
+    digests: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         reg = self.registry
@@ -89,20 +104,49 @@ class ImageSet:
             raise ValueError(f"invalid image tag {self.tag!r}: accepted is 1-128 ASCII "
                              "letters, digits, '_', '.' or '-', not starting with '.' or '-' "
                              f"(e.g. {__version__!r})")
+        for name, digest in self.digests:
+            if name not in NAMES:
+                raise ValueError(f"unknown image {name!r} in digests; accepted: "
+                                 f"{', '.join(NAMES)}")
+            if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+                raise ValueError(f"invalid digest {digest!r} for image {name!r}: accepted is "
+                                 "'sha256:' and 64 lowercase hex digits")
 
     def image(self, name: str) -> str:
-        """Full reference of runtime image ``name``: ``<registry>/kfp-gpu-<name>:<tag>``.
+        """Full reference of runtime image ``name``: ``<registry>/kfp-gpu-<name>:<tag>``, or
+        ``<registry>/kfp-gpu-<name>@sha256:...`` when the set pins it (:meth:`pinned`).
+
+        Raises:
+            ValueError: ``name`` is not one of ``trainer``, ``horovod``, ``launcher``.
+        """
+        digest = dict(self.digests).get(name)
+        if digest:
+            return f"{self.repository(name)}@{digest}"
+        return f"{self.repository(name)}:{self.tag}"
+
+    def repository(self, name: str) -> str:
+        """``<registry>/kfp-gpu-<name>``: the reference without tag or digest.
 
         Raises:
             ValueError: ``name`` is not one of ``trainer``, ``horovod``, ``launcher``.
         """
         if name not in NAMES:
             raise ValueError(f"unknown image {name!r}; accepted: {', '.join(NAMES)}")
-        return f"{self.registry}/{REPOSITORY_PREFIX}{name}:{self.tag}"
+        return f"{self.registry}/{REPOSITORY_PREFIX}{name}"
 
-    def repository(self, name: str) -> str:
-        """``<registry>/kfp-gpu-<name>``: the reference without the tag."""
-        return self.image(name).rpartition(":")[0]
+    def tagged(self) -> ImageSet:
+        """This set without its digests (the references ``docker push`` wrote)."""
+        return ImageSet(self.registry, self.tag)
+
+    def pinned(self, digests: Mapping[str, str]) -> ImageSet:
+        """This set with ``digests`` (image name -> ``sha256:...``) pinned, on top of the
+        ones it already pins.
+
+        Raises:
+            ValueError: an unknown name or a malformed digest (see the class).
+        """
+        merged = {**dict(self.digests), **dict(digests)}
+        return ImageSet(self.registry, self.tag, tuple(sorted(merged.items())))
 
     def renames(self, source: ImageSet | None = None) -> dict[str, str]:
         """Reference in ``source`` (default: the default set) -> the same image in this set,
@@ -119,6 +163,13 @@ def image(name: str, registry: str = DEFAULT_REGISTRY, tag: str = __version__) -
         ValueError: from :class:`ImageSet` (bad registry or tag) or an unknown ``name``.
     """
     return ImageSet(registry, tag).image(name)
+
+
+def referenced(texts: Iterable[str], images: ImageSet) -> tuple[str, ...]:
+    """Names of the images of ``images`` that some of ``texts`` contains (in :data:`NAMES`
+    order): which images a compiled pipeline can start, so only those are resolved."""
+    texts = list(texts)
+    return tuple(n for n in NAMES if any(images.image(n) in t for t in texts))
 
 
 def apply(doc: Any, images: ImageSet, source: ImageSet | None = None) -> Any:

@@ -54,14 +54,19 @@ def compile_cmd(
         "instead of the package folders.")] = None,
     only: Annotated[str | None, typer.Option("--only", help="One component or pipeline.")]
     = None,
+    pin_digests: Annotated[bool, typer.Option(
+        "--pin-digests", help="Ask the registry (OCI distribution API) for each image's "
+        "digest and write R/kfp-gpu-<name>@sha256:... everywhere; needs --output-dir. Exit 2 "
+        "when an image is missing there, 3 when the registry is unreachable.")] = False,
 ) -> None:
     """Compile every component and pipeline to YAML (or --check they are current)."""
     from kfp_gpu.build import compile as comp
 
     if check:
-        if gpu or output_dir or registry:
+        if gpu or output_dir or registry or pin_digests:
             _fail("--check compares the checked-in YAML (the default registry); it takes no "
-                  "--gpu/--output-dir/--registry (is $KFP_GPU_REGISTRY set? unset it)")
+                  "--gpu/--output-dir/--registry/--pin-digests (is $KFP_GPU_REGISTRY set? "
+                  "unset it)")
         try:
             problems = comp.check_all(only)
         except ValueError as e:
@@ -72,13 +77,18 @@ def compile_cmd(
             raise typer.Exit(1)
         typer.echo("all compiled YAML is current")
         return
-    if (gpu or registry) and not output_dir:
-        _fail("--gpu/--registry need --output-dir DIR: the package's checked-in YAML stays "
-              "the default build (kfp-gpu compile --check compares against it)")
+    if (gpu or registry or pin_digests) and not output_dir:
+        _fail("--gpu/--registry/--pin-digests need --output-dir DIR: the package's checked-in "
+              "YAML stays the default build (kfp-gpu compile --check compares against it)")
+    from kfp_gpu.build import digests
+
     try:
-        written = comp.compile_all(output_dir, gpu, only, registry=registry)
-    except ValueError as e:
+        written = comp.compile_all(output_dir, gpu, only, registry=registry,
+                                   pin_digests=pin_digests)
+    except (ValueError, digests.ImageMissing) as e:
         _fail(str(e))
+    except digests.RegistryUnreachable as e:
+        _fail(str(e), code=3)
     for path in written:
         typer.echo(f"wrote {path}")
 

@@ -1,0 +1,222 @@
+"""Image digests from the registry: ``kfp-gpu compile --registry R --pin-digests`` (issue 23
+item 3).
+
+The only I/O of pinning: :func:`resolve` asks the registry which manifest each image's tag
+names, over the OCI distribution API, and :func:`pin` turns an
+:class:`~kfp_gpu.build.images.ImageSet` into its pinned set
+(``R/kfp-gpu-<name>@sha256:...``); rewriting the compiled YAML is pure
+(:func:`kfp_gpu.build.images.apply`).
+
+Protocol, as followed here:
+- ``HEAD /v2/<repository>/manifests/<tag>`` with ``Accept`` listing the OCI image index and
+  manifest and the Docker v2 manifest list and manifest (:data:`MANIFEST_TYPES`): the
+  response header ``Docker-Content-Digest`` is the digest (opencontainers/distribution-spec
+  v1.1.1 spec.md, "Pulling manifests", l. 144-179: Accept, Docker-Content-Digest, 404 when
+  the manifest is not found; l. 211: older registries may omit the header on HEAD, then a
+  ``GET`` and the sha256 of the body give it).
+- Token auth: a ``401`` with ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``
+  is answered by an anonymous ``GET realm?service=...&scope=repository:<repo>:pull``; the
+  response's ``token`` (or ``access_token``) goes back as ``Authorization: Bearer``
+  (distribution/distribution docs/spec/auth/token.md, "Requesting a Token" and "Token
+  Response Fields"). This is how ghcr.io serves public packages; a registry that needs
+  credentials is reported as such (no credential store is read).
+- Host and repository from the image name as docker splits it (distribution/reference
+  v0.6.0 normalize.go splitDockerDomain, l. 146-179: the first path component is the host
+  when it is ``localhost`` or contains ``.`` or ``:``, else Docker Hub with ``library/``
+  for one-component names; ``docker.io`` serves the API at ``registry-1.docker.io``).
+- Scheme: ``http`` for loopback hosts (127.0.0.0/8, ``::1``, ``localhost``: the registries
+  the Docker engine treats as insecure by default, moby registry/config.go
+  ``InsecureRegistryCIDRs``), ``https`` elsewhere.
+
+Errors: :class:`ImageMissing` (the registry answers, the image or tag is not there: the CLI
+exits 2) and :class:`RegistryUnreachable` (no answer, a server error: exit 3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from collections.abc import Iterable
+
+from kfp_gpu.build import images
+
+#: What the manifest request accepts: OCI index and manifest (opencontainers/image-spec
+#: v1.1.0 media-types.md), Docker manifest list and v2 manifest (distribution/distribution
+#: docs/spec/manifest-v2-2.md "Media Types"). A multi-platform image's digest is its index.
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+#: Seconds per request (connect and read).
+TIMEOUT_S = 20.0
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+
+
+class DigestError(Exception):
+    """A digest could not be resolved; ``str()`` is one line for the user."""
+
+
+class ImageMissing(DigestError):
+    """The registry answered, but the image (repository or tag) is not there or not
+    readable anonymously."""
+
+
+class RegistryUnreachable(DigestError):
+    """No answer from the registry (connection, TLS, timeout) or a server error."""
+
+
+def split_name(repository: str) -> tuple[str, str]:
+    """``host[:port]/path`` -> (API host, repository path), docker's way (module docstring).
+
+    >>> split_name("ghcr.io/acme/kfp-gpu-trainer")
+    ('ghcr.io', 'acme/kfp-gpu-trainer')
+    >>> split_name("acme/kfp-gpu-trainer")
+    ('registry-1.docker.io', 'acme/kfp-gpu-trainer')
+    """
+    first, _, rest = repository.partition("/")
+    if rest and (first == "localhost" or "." in first or ":" in first
+                 or first.lower() != first):
+        host, path = first, rest
+    else:
+        host, path = DOCKER_HUB, repository
+    if host in (DOCKER_HUB, "index.docker.io"):
+        host = DOCKER_HUB_API
+        if "/" not in path:
+            path = f"library/{path}"
+    return host, path
+
+
+def scheme(host: str) -> str:
+    """``http`` for a loopback host (``127.0.0.0/8``, ``[::1]``, ``localhost``, any port),
+    else ``https``."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]")
+    if name == "localhost":
+        return "http"
+    try:
+        return "http" if ipaddress.ip_address(name).is_loopback else "https"
+    except ValueError:
+        return "https"
+
+
+def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
+    """``WWW-Authenticate`` -> (scheme lowercased, parameters).
+
+    >>> parse_challenge('Bearer realm="https://ghcr.io/token",service="ghcr.io"')
+    ('bearer', {'realm': 'https://ghcr.io/token', 'service': 'ghcr.io'})
+    """
+    kind, _, rest = header.strip().partition(" ")
+    params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+    return kind.lower(), params
+
+
+def manifest_url(host: str, path: str, tag: str) -> str:
+    """``<scheme>://<host>/v2/<path>/manifests/<tag>`` (distribution-spec end-3)."""
+    return f"{scheme(host)}://{host}/v2/{path}/manifests/{tag}"
+
+
+def resolve(image_set: images.ImageSet, names: Iterable[str] = images.NAMES, *,
+            session=None, timeout_s: float = TIMEOUT_S) -> dict[str, str]:
+    """Ask the registry for the digest of each image ``names`` of ``image_set`` (its tag).
+
+    Args:
+        image_set: registry and tag; its digests, if any, are ignored (the tag is asked).
+        names: images to resolve, e.g. those a compiled pipeline names
+            (:func:`kfp_gpu.build.images.referenced`).
+        session: a ``requests.Session`` (default: a new one).
+        timeout_s: seconds per request.
+
+    Returns:
+        name -> ``sha256:<hex>``.
+
+    Raises:
+        ImageMissing: 404 (or 401/403 after an anonymous token) for an image.
+        RegistryUnreachable: connection error, timeout, 5xx, or an answer without a digest.
+    """
+    import requests
+
+    own = session is None
+    session = session or requests.Session()
+    try:
+        return {n: _digest(session, image_set.repository(n), image_set.tag, timeout_s)
+                for n in names}
+    finally:
+        if own:
+            session.close()
+
+
+def pin(image_set: images.ImageSet, names: Iterable[str] = images.NAMES,
+        **kwargs) -> images.ImageSet:
+    """``image_set`` with ``names`` pinned to the digests the registry serves for its tag
+    (:func:`resolve`; same errors)."""
+    return image_set.tagged().pinned(resolve(image_set, names, **kwargs))
+
+
+def _digest(session, repository: str, tag: str, timeout_s: float) -> str:
+    import requests
+
+    host, path = split_name(repository)
+    url = manifest_url(host, path, tag)
+    ref = f"{repository}:{tag}"
+    headers = {"Accept": ", ".join(MANIFEST_TYPES)}
+    try:
+        resp = session.head(url, headers=headers, timeout=timeout_s, allow_redirects=True)
+        if resp.status_code == 401:
+            token = _anonymous_token(session, resp.headers.get("WWW-Authenticate", ""),
+                                     path, ref, timeout_s)
+            headers["Authorization"] = f"Bearer {token}"
+            resp = session.head(url, headers=headers, timeout=timeout_s, allow_redirects=True)
+        if resp.ok and not resp.headers.get("Docker-Content-Digest"):
+            # registries before distribution-spec v1.1 need not send the header on HEAD
+            resp = session.get(url, headers=headers, timeout=timeout_s, allow_redirects=True)
+            if resp.ok and not resp.headers.get("Docker-Content-Digest"):
+                return "sha256:" + hashlib.sha256(resp.content).hexdigest()
+    except requests.RequestException as e:
+        raise RegistryUnreachable(f"registry {host} unreachable for {ref}: "
+                                  f"{type(e).__name__}: {e}") from e
+    code = resp.status_code
+    if code in (401, 403, 404):
+        what = "not found" if code == 404 else f"not readable anonymously (HTTP {code})"
+        raise ImageMissing(f"image {ref} {what} in registry {host}: build and push it first "
+                           f"(KFP_GPU_REGISTRY={repository.rsplit('/', 1)[0]} "
+                           "scripts/build-images.sh)")
+    if not resp.ok:
+        raise RegistryUnreachable(f"registry {host} answered HTTP {code} for {ref} ({url})")
+    digest = resp.headers["Docker-Content-Digest"].strip()
+    if not re.fullmatch(r"sha256:[a-f0-9]{64}", digest):
+        raise RegistryUnreachable(f"registry {host} gave no sha256 digest for {ref}: "
+                                  f"{digest!r}")
+    return digest
+
+
+def _anonymous_token(session, challenge: str, path: str, ref: str, timeout_s: float) -> str:
+    import requests
+
+    kind, params = parse_challenge(challenge)
+    if kind != "bearer" or "realm" not in params:
+        raise ImageMissing(f"image {ref}: the registry needs credentials "
+                           f"({challenge or 'no challenge'}); pinning reads only anonymously "
+                           "readable images")
+    query = {"scope": params.get("scope") or f"repository:{path}:pull"}
+    if "service" in params:
+        query["service"] = params["service"]
+    try:
+        resp = session.get(params["realm"], params=query, timeout=timeout_s)
+    except requests.RequestException as e:
+        raise RegistryUnreachable(f"token service {params['realm']} unreachable for {ref}: "
+                                  f"{type(e).__name__}: {e}") from e
+    if resp.status_code in (401, 403, 404):
+        raise ImageMissing(f"image {ref}: no anonymous pull token (HTTP {resp.status_code} "
+                           f"from {params['realm']})")
+    if not resp.ok:
+        raise RegistryUnreachable(f"token service {params['realm']} answered HTTP "
+                                  f"{resp.status_code} for {ref}")
+    body = resp.json()
+    token = body.get("token") or body.get("access_token")
+    if not token:
+        raise RegistryUnreachable(f"token service {params['realm']} gave no token for {ref}")
+    return token
