@@ -122,10 +122,19 @@ def test_base_images_pinned_and_user_non_root(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_package_version_is_image_tag(name):
-    version = _pyproject()["project"]["version"]
-    assert kfp_gpu.__version__ == version
+    """One version (issue 23 item 5): kfp_gpu.__version__, which pyproject reads (dynamic,
+    attr) and scripts/build-images.sh reads for the tags; the Dockerfiles' default equals it."""
+    project = _pyproject()
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "kfp_gpu.__version__"}
+    version = kfp_gpu.__version__
+    assert re.search(r'^__version__ = "([^"]+)"$', (ROOT / "kfp_gpu" / "__init__.py").read_text(),
+                     re.MULTILINE).group(1) == version
     assert _args(name)["KFP_GPU_VERSION"] == version
     assert images.image(name).endswith(f"/kfp-gpu-{name}:{version}")
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## \[?{re.escape(version)}\]?", changelog, re.MULTILINE), \
+        f"CHANGELOG.md has no section for {version}"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -47,7 +47,7 @@ def _pins() -> dict[str, str]:
     tf = re.search(r"^tensorflow(?:-cpu)?==([\w.]+)",
                    (ROOT / "requirements" / "tensorflow.txt").read_text(), re.MULTILINE)
     hvd = re.search(r"\bhorovod==([\w.]+)", (ROOT / "scripts" / "setup.sh").read_text())
-    return {"kfp_gpu": project["version"],
+    return {"kfp_gpu": kfp_gpu.__version__,  # the one version (pyproject reads it: dynamic)
             "kfp": pin(project["dependencies"], "kfp"),
             "keras": pin(project["optional-dependencies"]["train"], "keras"),
             "tensorflow": tf.group(1), "horovod": hvd.group(1)}
@@ -152,7 +152,7 @@ def test_oci_labels(name, image, docker_client):
     labels = docker_client.images.get(image(name)).labels
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert labels["org.opencontainers.image.title"] == f"kfp-gpu-{name}"
-    assert labels["org.opencontainers.image.version"] == project["version"]
+    assert labels["org.opencontainers.image.version"] == kfp_gpu.__version__
     assert labels["org.opencontainers.image.source"].startswith("https://")
     assert labels["org.opencontainers.image.licenses"] == project["license"]  # SPDX string
     config = docker_client.images.get(image(name)).attrs["Config"]
