@@ -104,3 +104,86 @@ def test_make_run_output_fits_one_screen(tmp_path, shared_data):
     assert "Got executor_input" in (log_dir / "train-text-classifier.log").read_text()
     report = next(x for x in lines if x.startswith("report: open ")).split("file://", 1)[1]
     assert report.endswith(".html") and "<img" in Path(report).read_text()
+
+
+def _summary(tmp_path, train_meta):
+    model = tmp_path / "model"
+    model.mkdir()
+    return {"pipeline": "p", "seconds": 1.0, "pipeline_root": str(tmp_path),
+            "log_dir": str(tmp_path / "logs"),
+            "outputs": {"train_metrics": {"uri": str(tmp_path / "no-file"), "metadata": train_meta},
+                        "model": {"uri": str(model), "metadata": {}},
+                        "eval_metrics": {"uri": str(tmp_path / "none"),
+                                         "metadata": {"accuracy": 0.5}},
+                        "Output": 3}}
+
+
+def test_summary_names_only_existing_paths_in_a_stable_order(tmp_path):
+    """Issue 22 item 5: metadata-only artifacts have a uri but no file; outputs sorted."""
+    lines = run_log.summary_lines(_summary(tmp_path, {"samples_per_sec": 10.0}))
+    assert f"  model: {tmp_path / 'model'}" in lines
+    assert not any("train_metrics" in x or "eval_metrics:" in x for x in lines)
+    outputs = [x.split(":")[0].strip() for x in lines if x.startswith("  ")]
+    assert outputs == sorted(outputs) == ["Output", "model"]
+    assert "test accuracy: 0.5000" in lines  # no invented ROC AUC/F1/rows
+
+
+def test_summary_prints_only_measured_figures(tmp_path):
+    """resnet-horovod measures samples/sec and ms/step, not s/epoch: no "0.0 s/epoch"."""
+    lines = run_log.summary_lines(_summary(tmp_path, {"samples_per_sec": 812.4,
+                                                      "ms_per_step": 39.4}))
+    assert "training: 812 samples/sec, 39.4 ms/step" in lines
+    assert not any("s/epoch" in x for x in lines)
+
+
+@pytest.mark.parametrize("dest", ["/dev/null/x.json", "{tmp}", "{tmp}/missing/x.json"])
+def test_summary_json_destination_refused_before_the_run(tmp_path, dest):
+    """Issue 22 item 4: exit 2 with one line, and no task ran (no log folder)."""
+    from typer.testing import CliRunner
+
+    from kfp_gpu.cli.app import app
+
+    res = CliRunner().invoke(app, ["run", "imdb-lstm", "--local", "--pipeline-root",
+                                   str(tmp_path / "root"), "--summary-json",
+                                   dest.format(tmp=tmp_path)])
+    assert res.exit_code == 2, res.output
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "--summary-json" in lines[0], res.output
+    assert not (tmp_path / "root").exists()
+
+
+def test_pipeline_root_that_cannot_be_created_is_refused(tmp_path):
+    from kfp_gpu.cluster import local_run
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="--pipeline-root"):
+        local_run.check_writable_dir(tmp_path / "file" / "root", "--pipeline-root")
+    with pytest.raises(ValueError, match="not a folder"):
+        local_run.check_writable_dir(tmp_path / "file", "--pipeline-root")
+    local_run.check_writable_dir(tmp_path / "new" / "root", "--pipeline-root")
+
+
+def test_write_summary_is_atomic(tmp_path, monkeypatch):
+    from kfp_gpu.cluster import local_run
+
+    dest = tmp_path / "s.json"
+    dest.write_text('{"old": 1}')
+    with pytest.raises(TypeError):
+        local_run.write_summary(dest, {"bad": object.__new__(type("X", (), {"__str__": None}))})
+    assert dest.read_text() == '{"old": 1}' and os.listdir(tmp_path) == ["s.json"]
+    local_run.write_summary(dest, {"pipeline": "p"})
+    assert '"pipeline": "p"' in dest.read_text()
+
+
+def test_runner_docker_without_an_engine_is_one_line_exit_3(tmp_path):
+    """Issue 22 item 8: the engine is pinged before any task (was ~480 lines)."""
+    from typer.testing import CliRunner
+
+    from kfp_gpu.cli.app import app
+
+    res = CliRunner().invoke(app, ["run", "imdb-lstm", "--local", "--runner", "docker",
+                                   "--pipeline-root", str(tmp_path / "root")],
+                             env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert res.exit_code == 3, res.output
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "no Docker engine answers" in lines[0], res.output

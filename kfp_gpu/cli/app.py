@@ -10,7 +10,6 @@ the Kubernetes client.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -124,44 +123,33 @@ def run_cmd(
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(message)s")
+    from kfp_gpu.cluster import interrupt, local_docker
+
     try:
+        if summary_json:  # refused before the run, not after it (issue 22 item 4)
+            local_run.check_writable_file(summary_json, "--summary-json")
         raw = params.split_pairs(param or [])
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir, verbose=verbose, runner=runner)
+    except interrupt.Interrupted as e:  # issue 22 item 1: 130 SIGINT, 143 SIGTERM
+        typer.secho(e.message(), fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(e.exit_code) from None
     except (ValueError, FileNotFoundError) as e:
         _fail(str(e))
+    except local_docker.EngineUnreachable as e:
+        _fail(str(e), code=3)
     except RuntimeError as e:
         _fail(f"pipeline failed: {e}", code=1)
-    if summary_json:
-        summary_json.write_text(json.dumps(summary, indent=2, default=str))
     _print_summary(summary)
+    if summary_json:
+        local_run.write_summary(summary_json, summary)
 
 
 def _print_summary(s: dict) -> None:
-    out = s["outputs"]
-    typer.secho(f"\n{s['pipeline']}: finished in {s['seconds']} s", bold=True)
-    typer.echo(f"artifacts under {s['pipeline_root']}")
-    if s.get("log_dir"):
-        typer.echo(f"task logs: {s['log_dir']}")
-    for key, value in out.items():
-        if key == "report":
-            continue  # shown last, as the file to open
-        if isinstance(value, dict) and "uri" in value:
-            typer.echo(f"  {key}: {value['uri']}")
-        else:
-            typer.echo(f"  {key}: {value}")
-    ev = (out.get("eval_metrics") or {}).get("metadata", {})
-    tr = (out.get("train_metrics") or {}).get("metadata", {})
-    if "accuracy" in ev:
-        typer.secho(f"test accuracy: {ev['accuracy']:.4f}  (ROC AUC {ev.get('roc_auc', 0):.4f},"
-                    f" F1 {ev.get('f1', 0):.4f}, {int(ev.get('rows', 0))} examples)", bold=True)
-    if "samples_per_sec" in tr:
-        typer.echo(f"training: {tr['samples_per_sec']:.0f} samples/sec, "
-                   f"{tr.get('seconds_per_epoch', 0):.1f} s/epoch, "
-                   f"{tr.get('ms_per_step', 0):.1f} ms/step")
-    for key, value in out.items():
-        if isinstance(value, dict) and value.get("html"):
-            typer.echo(f"{key}: open file://{value['html']}")
+    from kfp_gpu.cluster import run_log
+
+    for line in run_log.summary_lines(s):
+        typer.secho(line, bold=line.startswith(("\n", "test accuracy")))
 
 
 # Commands from their own modules: each imports its library when it runs.

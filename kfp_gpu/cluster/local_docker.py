@@ -18,10 +18,61 @@ import os
 from pathlib import Path
 
 IMAGE_USER = "1000"
+#: Label on every task container of a run (value: the run id), so an interrupt can find
+#: and remove them (DockerRunner passes ``labels`` to docker-SDK ``containers.run``:
+#: kfp 2.17 kfp/local/config.py ``DockerRunner.DOCKER_CONTAINER_RUN_ARGS``).
+RUN_LABEL = "kfp-gpu.local-run"
 
 
-def runner(data_dir: str | None):
-    """A ``kfp.local.DockerRunner`` running as uid 1000 with ``data_dir`` bound read-only.
+class EngineUnreachable(RuntimeError):
+    """No Docker engine answers at ``$DOCKER_HOST`` (or the default socket)."""
+
+
+def check_engine() -> None:
+    """Ping the Docker engine before a run starts (issue 22 item 8).
+
+    Raises:
+        EngineUnreachable: one line naming ``$DOCKER_HOST`` and what to do.
+        RuntimeError: the ``docker`` SDK is not installed.
+    """
+    try:
+        import docker
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise RuntimeError("--runner docker needs the docker SDK: pip install docker==7.1.0") from e
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        client = docker.from_env()
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except docker.errors.DockerException as e:
+        raise EngineUnreachable(f"no Docker engine answers at {host} (DOCKER_HOST); start "
+                                "one or set DOCKER_HOST, or use --runner subprocess") from e
+
+
+def remove_containers(run_id: str) -> list[str]:
+    """Remove (force: SIGKILL first) every container labelled ``RUN_LABEL=run_id``;
+    returns their names. Used after SIGINT/SIGTERM (issue 22 item 1)."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        names = []
+        for c in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"}):
+            try:
+                c.remove(force=True)
+            except docker.errors.NotFound:  # auto_remove got there first
+                pass
+            names.append(c.name)
+        return names
+    finally:
+        client.close()
+
+
+def runner(data_dir: str | None, run_id: str = ""):
+    """A ``kfp.local.DockerRunner`` running as uid 1000 with ``data_dir`` bound read-only,
+    its containers labelled ``RUN_LABEL=run_id``.
 
     Raises:
         RuntimeError: the ``docker`` SDK is not installed.
@@ -36,7 +87,7 @@ def runner(data_dir: str | None):
     if data_dir:
         path = str(Path(data_dir).expanduser().resolve())
         mounts.append(Mount(target=path, source=path, type="bind", read_only=True))
-    return local.DockerRunner(user=IMAGE_USER, mounts=mounts)
+    return local.DockerRunner(user=IMAGE_USER, mounts=mounts, labels={RUN_LABEL: run_id})
 
 
 def prepare_root(root: str) -> None:

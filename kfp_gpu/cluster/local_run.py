@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
 from kfp_gpu.build import registry
-from kfp_gpu.cluster import local_docker, run_log
+from kfp_gpu.cluster import interrupt, local_docker, run_log
 from kfp_gpu.cluster import params as params_mod
 
 DATA_DIR_ENV = "KFP_GPU_DATA_DIR"
@@ -42,9 +45,16 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
         ``{"pipeline", "seconds", "pipeline_root", "log_dir", "tasks": {task: [status,
         seconds]}, "outputs": {name: value | {"uri", "metadata"}}}``.
 
+    A temp folder per run is the tasks' ``$TMPDIR`` and kfp.local's workspace, removed
+    afterwards (:func:`_run_tmpdir`). SIGINT/SIGTERM stop every task process (and, under
+    docker, remove the run's containers), remove the unfinished tasks' outputs and raise
+    :class:`kfp_gpu.cluster.interrupt.Interrupted` naming what was kept.
+
     Raises:
-        ValueError: unknown pipeline, runner or parameter; RuntimeError: a task failed
-        (or, under docker, an output is missing).
+        ValueError: unknown pipeline, runner or parameter; a pipeline root that cannot be
+        written. RuntimeError: a task failed (or, under docker, an output is missing).
+        local_docker.EngineUnreachable: ``runner="docker"`` and no Docker engine answers.
+        interrupt.Interrupted: SIGINT/SIGTERM (``exit_code`` 130/143, ``kept``).
     """
     from kfp import local
 
@@ -57,19 +67,35 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     merged = {**default_data_params(name, data_dir), **params}
     kwargs = params_mod.typed(merged, params_mod.types_of_pipeline(pipeline))
     root = str(Path(pipeline_root).resolve())
+    check_writable_dir(root, "--pipeline-root")
+    run_id = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"
+    on_interrupt = None
     if runner == "docker":
+        local_docker.check_engine()
         local_docker.prepare_root(root)
-        task_runner = local_docker.runner(data_dir or os.environ.get(DATA_DIR_ENV))
+        task_runner = local_docker.runner(data_dir or os.environ.get(DATA_DIR_ENV), run_id)
+        on_interrupt = lambda: local_docker.remove_containers(run_id)
     else:
         task_runner = local.SubprocessRunner(use_venv=False)
-    local.init(runner=task_runner, pipeline_root=root, raise_on_error=True)
     log_dir = Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    before = set(os.listdir(root)) if os.path.isdir(root) else set()
+    stream = None
     t0 = time.perf_counter()
-    try:
-        with run_log.captured(log_dir, verbose=verbose) as stream:
-            task = pipeline(**kwargs)
-    except RuntimeError as e:
-        raise RuntimeError(f"{e} (task logs: {log_dir})") from e
+    with _run_tmpdir() as tmp, interrupt.guard(on_interrupt):
+        try:
+            # kfp.local.init's workspace would be a tempfile.mkdtemp() left behind
+            # (kfp/local/config.py init): give it one inside the run's temp folder.
+            workspace = Path(tmp) / "workspace"
+            workspace.mkdir()
+            local.init(runner=task_runner, pipeline_root=root, raise_on_error=True,
+                       workspace_root=str(workspace))
+            with run_log.captured(log_dir, verbose=verbose) as stream:
+                task = pipeline(**kwargs)
+        except interrupt.Interrupted as e:
+            e.kept = _settle(root, before, stream.results if stream else {}, log_dir)
+            raise
+        except RuntimeError as e:
+            raise RuntimeError(f"{e} (task logs: {log_dir})") from e
     seconds = time.perf_counter() - t0
     outputs = {}
     for key, value in (task.outputs or {}).items():
@@ -86,6 +112,114 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     return {"pipeline": name, "seconds": round(seconds, 1), "pipeline_root": root,
             "log_dir": str(log_dir), "parameters": kwargs, "outputs": outputs,
             "tasks": {t: [status, round(sec, 1)] for t, (status, sec) in stream.results.items()}}
+
+
+@contextlib.contextmanager
+def _run_tmpdir():
+    """A temp folder for this run, ``$TMPDIR`` of the task processes, removed afterwards
+    (also after an interrupt; issue 22 item 2).
+
+    Every lightweight component's command starts with ``program_path=$(mktemp -d)`` and
+    writes ``ephemeral_component.py`` there, never removing it (kfp 2.17
+    ``kfp/dsl/component_factory.py`` ``_get_command_and_args_for_lightweight_component``);
+    ``mktemp`` honours ``$TMPDIR`` (coreutils mktemp(1)). The task processes inherit this
+    process's environment (``run_local_subprocess`` passes ``env=None`` without task env
+    vars), so ``$TMPDIR`` is set here for the run and restored after it. Under
+    ``--runner docker`` those folders are inside the (removed) containers.
+    """
+    tmp = tempfile.mkdtemp(prefix="kfp-gpu-run-")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tmp
+    try:
+        yield tmp
+    finally:
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _settle(root: str, before: set[str], results: dict, log_dir: Path) -> list[str]:
+    """After an interrupt: remove the output folders of the tasks that did not finish
+    (nothing half-written stays), return what was kept (finished tasks' folders, the logs).
+
+    kfp.local writes a task's outputs under ``<root>/<pipeline>-<time>/<task>/``
+    (kfp 2.17 ``kfp/local/executor_input_utils.py`` ``construct_local_task_root``); the
+    run's folder is the one that appeared in ``root`` during this run.
+    """
+    kept = []
+    for entry in sorted(set(os.listdir(root)) - before - {"logs"}):
+        run_dir = Path(root) / entry
+        if not run_dir.is_dir():
+            continue
+        for task_dir in sorted(p for p in run_dir.iterdir() if p.is_dir()):
+            if results.get(task_dir.name, ("",))[0] == "SUCCESS":
+                kept.append(f"{task_dir.name} ({task_dir})")
+            else:
+                shutil.rmtree(task_dir, ignore_errors=True)
+        if not any(run_dir.iterdir()):
+            run_dir.rmdir()
+    if log_dir.is_dir():
+        kept.append(f"task logs ({log_dir})")
+    return kept
+
+
+def check_writable_dir(path: str | Path, what: str) -> None:
+    """Refuse a destination folder this user cannot create or write into, before any work
+    (issue 22 item 4).
+
+    Raises:
+        ValueError: ``path`` exists and is not a writable folder, or its nearest existing
+            parent is not a writable folder (names ``what``, the option).
+    """
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise ValueError(f"{what} {p}: exists and is not a folder; name a folder")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise ValueError(f"{what} {p}: folder not writable by this user; name another")
+        return
+    parent = p.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {p}: cannot be created ({parent} is not a writable "
+                         "folder); name another")
+
+
+def check_writable_file(path: str | Path, what: str) -> None:
+    """Refuse a destination file that could not be written, before any work (issue 22
+    item 4): a folder, a path under a non-folder (``/dev/null/x.json``), a missing or
+    read-only parent folder, a read-only file.
+
+    Raises:
+        ValueError: naming ``what`` (the option), the path and what to do.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{what} {p}: is a folder; name a file, e.g. {p / 'summary.json'}")
+    parent = p.parent
+    if not parent.is_dir():
+        raise ValueError(f"{what} {p}: {parent} is not an existing folder; create it or name "
+                         "another file")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists()
+                                                  and not os.access(p, os.W_OK)):
+        raise ValueError(f"{what} {p}: not writable by this user; name another file")
+
+
+def write_summary(path: str | Path, summary: dict) -> None:
+    """Write ``summary`` as JSON to ``path`` atomically (a temp file beside it, renamed)."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2, default=str)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _link_html_reports(outputs: dict, log_dir: Path) -> None:

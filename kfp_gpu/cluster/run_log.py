@@ -151,3 +151,51 @@ class captured:
     def __exit__(self, *exc) -> None:
         sys.stdout, sys.stderr = self._saved
         self.stream.close()
+
+
+def _path_exists(uri: str) -> bool:
+    return bool(uri) and Path(uri).exists()
+
+
+def summary_lines(s: dict) -> list[str]:
+    """The run summary of :func:`kfp_gpu.cluster.local_run.run`'s result, as terminal lines
+    (issue 22 item 5): outputs in name order; an artifact's path only when a file or folder
+    is there (KFP gives metadata-only artifacts such as ``system.Metrics`` a ``uri`` but
+    writes no file: kfp/dsl/types/artifact_types.py); training figures only when measured
+    (``samples_per_sec``, ``seconds_per_epoch``, ``ms_per_step`` present in the training
+    metrics), each HTML report last.
+    """
+    out = s["outputs"]
+    lines = [f"\n{s['pipeline']}: finished in {s['seconds']} s",
+             f"artifacts under {s['pipeline_root']}"]
+    if s.get("log_dir"):
+        lines.append(f"task logs: {s['log_dir']}")
+    for key in sorted(out):
+        value = out[key]
+        if key == "report":
+            continue  # shown last, as the file to open
+        if isinstance(value, dict) and "uri" in value:
+            if _path_exists(value["uri"]):
+                lines.append(f"  {key}: {value['uri']}")
+        else:
+            lines.append(f"  {key}: {value}")
+    ev = (out.get("eval_metrics") or {}).get("metadata", {})
+    tr = (out.get("train_metrics") or {}).get("metadata", {})
+    if "accuracy" in ev:
+        extra = [f"{label} {ev[k]:.4f}" for k, label in (("roc_auc", "ROC AUC"), ("f1", "F1"))
+                 if k in ev]
+        if "rows" in ev:
+            extra.append(f"{int(ev['rows'])} examples")
+        lines.append(f"test accuracy: {ev['accuracy']:.4f}"
+                     + (f"  ({', '.join(extra)})" if extra else ""))
+    figures = [fmt.format(tr[k]) for k, fmt in (("samples_per_sec", "{:.0f} samples/sec"),
+                                                 ("seconds_per_epoch", "{:.1f} s/epoch"),
+                                                 ("ms_per_step", "{:.1f} ms/step"))
+               if isinstance(tr.get(k), int | float) and tr[k] > 0]
+    if figures:
+        lines.append("training: " + ", ".join(figures))
+    for key in sorted(out):
+        value = out[key]
+        if isinstance(value, dict) and value.get("html"):
+            lines.append(f"{key}: open file://{value['html']}")
+    return lines
