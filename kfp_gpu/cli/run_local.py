@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kfp_gpu.mpi.local import fields
 from kfp_gpu.mpi.local import runner as local_runner
 
-#: Exit status after SIGTERM / SIGINT (128 + 15, the shell convention).
+#: Exit status after SIGTERM (128 + 15, the shell convention); SIGINT: 130.
 EXIT_CANCELLED = 143
+#: Exit status when no Docker engine answers (issue 22 item 10: cluster/engine unreachable).
+EXIT_UNREACHABLE = 3
 #: The runtime a TrainJob runs on unless ``--runtime`` names another file: the
 #: ``kfp-gpu-horovod`` ClusterTrainingRuntime of this checkout.
 DEFAULT_RUNTIME_FILE = (Path(__file__).resolve().parents[2] / "manifests" / "trainer"
@@ -35,8 +39,18 @@ def load_doc(path: str | Path, kinds: Sequence[str], name: str | None = None) ->
     """
     import yaml
 
-    docs = [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8"))
-            if isinstance(d, Mapping)]
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{path}: no such file" + (" (a folder)" if p.is_dir() else "")
+                         + "; pass the YAML/JSON file of the job")
+    try:
+        docs = [d for d in yaml.safe_load_all(p.read_text(encoding="utf-8"))
+                if isinstance(d, Mapping)]
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        raise ValueError(f"{path}: not valid YAML/JSON{at}: "
+                         f"{getattr(e, 'problem', None) or e}") from None
     for doc in docs:
         if doc.get("kind") in kinds and name in (None, (doc.get("metadata") or {}).get("name")):
             return dict(doc)
@@ -62,6 +76,7 @@ def load_job(path: str | Path, runtime: str | Path | None = None) -> tuple[dict,
         ValueError: no such job or runtime document; ``runtime`` given for an MPIJob.
     """
     job = load_doc(path, ("MPIJob", "TrainJob"))
+    fields.check(job, str(path))
     if job["kind"] == "MPIJob":
         if runtime is not None:
             raise ValueError("--runtime is for a TrainJob; the file holds an MPIJob")
@@ -71,8 +86,39 @@ def load_job(path: str | Path, runtime: str | Path | None = None) -> tuple[dict,
         raise ValueError(f"runtime file {runtime} not found: pass --runtime FILE with the "
                          "ClusterTrainingRuntime the TrainJob references")
     ref = (job.get("spec") or {}).get("runtimeRef") or {}
-    return job, load_doc(runtime, ("ClusterTrainingRuntime", "TrainingRuntime"),
-                         ref.get("name"))
+    rt = load_doc(runtime, ("ClusterTrainingRuntime", "TrainingRuntime"), ref.get("name"))
+    fields.check(rt, str(runtime))
+    return job, rt
+
+
+def missing_images(job: Mapping, runtime: Mapping | None = None) -> list[str]:
+    """Paths of the pod-template containers without an ``image``: the API server accepts
+    such an MPIJob/TrainJob (the CRDs do not require ``image``) but refuses each pod the
+    controller then creates (``spec.containers[0].image: Required value``, kubernetes
+    pkg/apis/core/validation/validation.go ``validateContainerCommon``), so the job never
+    starts. For a TrainJob the runtime's ``node`` containers take ``trainer.image`` when
+    the TrainJob sets it (Trainer v2.3.0, see :mod:`kfp_gpu.mpi.local.plan_trainjob`)."""
+    trainer_image = ((job.get("spec") or {}).get("trainer") or {}).get("image")
+    out: list[str] = []
+
+    def walk(node, path: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in ("containers", "initContainers") and isinstance(value, list):
+                    for i, c in enumerate(value):
+                        if isinstance(c, Mapping) and not c.get("image") and not (
+                                trainer_image and c.get("name") == "node"):
+                            out.append(f"{path}.{key}[{i}]")
+                else:
+                    walk(value, f"{path}.{key}")
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]")
+
+    walk(job.get("spec"), ".spec")
+    if runtime is not None:
+        walk(runtime.get("spec"), f"{runtime.get('kind')} .spec")
+    return out
 
 
 def parse_pvc(items: Sequence[str]) -> dict[str, str]:
@@ -142,38 +188,76 @@ def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = 
             (default :data:`DEFAULT_RUNTIME_FILE`).
 
     Returns:
-        0 if the MPIJob Succeeded (TrainJob: Complete), 1 if it Failed, 143 after
-        SIGTERM/SIGINT (the job's containers are deleted first).
+        0 if the MPIJob Succeeded (TrainJob: Complete), 1 if it Failed, 130 after SIGINT
+        and 143 after SIGTERM (every container and the network of the job removed first,
+        ``--keep`` or not; one ``interrupted`` line), 3 when no Docker engine answers, 2
+        when the image is not in the engine (one ``error:`` line each).
 
     Raises:
-        ValueError: bad file, bad ``--pvc``, unsupported volume kinds, no runtime.
+        ValueError: missing or unreadable file, no job in it, a field its CRD does not
+            declare (:mod:`kfp_gpu.mpi.local.fields`), a container without an image, bad
+            ``--pvc``, unsupported volume kinds, no runtime.
     """
+    import docker
+    import requests
+
     job, runtime_obj = load_job(file, runtime)
-    runner = local_runner.LocalMPIJobRunner(job, runtime=runtime_obj, pvc_dirs=parse_pvc(pvc),
-                                            image=image, ready_timeout_s=ready_timeout_s,
-                                            on_status=_status_printer())
-    if replace:
-        runner.delete()
-    stop = threading.Event()
+    if not image and (missing := missing_images(job, runtime_obj)):
+        raise ValueError(f"{file}: container {missing[0]} has no image (the API server "
+                         "would refuse its pods: spec.containers[0].image: Required value); "
+                         "set image in the file or pass --image")
+    try:
+        runner = local_runner.LocalMPIJobRunner(
+            job, runtime=runtime_obj, pvc_dirs=parse_pvc(pvc), image=image,
+            ready_timeout_s=ready_timeout_s, on_status=_status_printer())
+    except docker.errors.DockerException as e:
+        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        print(f"error: no Docker engine answers at {host} (DOCKER_HOST): start one or set "
+              f"DOCKER_HOST ({str(e).splitlines()[0][:160]})", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    got: list[int] = []
 
     def cancel(signum, frame):
-        raise KeyboardInterrupt
+        # the first SIGTERM/SIGINT stops the job; later ones wait for the clean-up
+        if not got:
+            got.append(signum)
+            raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, cancel)
+    previous = {s: signal.signal(s, cancel) for s in (signal.SIGTERM, signal.SIGINT)}
+    stop = threading.Event()
     follower = threading.Thread(target=_follow_launcher, args=(runner, stop), daemon=True)
     try:
+        if replace:
+            runner.delete()
         runner.start()
         follower.start()
         runner.wait()
     except KeyboardInterrupt:
+        got[:1] = got[:1] or [signal.SIGINT]
+        # a create sent before the signal may land after a first clean-up: clean twice
         runner.delete()
-        print(f"cancelled: {runner.plan.kind} containers deleted", file=sys.stderr)
-        return EXIT_CANCELLED
+        stop.set()
+        runner.delete()
+        left = runner.containers() + runner.jc.networks()
+        print(f"interrupted ({signal.Signals(got[0]).name}): {runner.plan.kind} "
+              f"{runner.key} containers and network removed"
+              + (f"; {len(left)} left, remove them with docker rm -f" if left else "")
+              + "; kept nothing", file=sys.stderr)
+        return 128 + got[0]
+    except docker.errors.ImageNotFound as e:
+        print(f"error: image not in the Docker engine: {e.explanation or e}; build or pull "
+              "it, or pass --image", file=sys.stderr)
+        return 2
+    except requests.exceptions.ConnectionError as e:  # the engine went away midway
+        print(f"error: lost the Docker engine: {str(e).splitlines()[0][:200]}",
+              file=sys.stderr)
+        return EXIT_UNREACHABLE
     finally:
         stop.set()
-        signal.signal(signal.SIGTERM, previous)
-        if not keep:
+        if got or not keep:
             runner.delete()
+        for s, h in previous.items():
+            signal.signal(s, h)
     return 0 if runner.status.is_success() else 1
 
 
