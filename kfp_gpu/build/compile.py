@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import difflib
 import logging
+import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,10 +135,25 @@ def write_runtime_manifests(output_dir: Path, image_set: images.ImageSet) -> lis
         log.warning("%s not found (not a source checkout): install the Trainer runtime with "
                     "a kustomize images: entry for %s", src, image_set.image(images.HOROVOD))
         return []
+    texts = runtime_manifest_texts(output_dir, image_set, src)
+    for path, text in texts.items():
+        storage.write_text(path, text)
+    return list(texts)
+
+
+def runtime_manifest_texts(output_dir: Path, image_set: images.ImageSet,
+                           src: Path | None = None) -> dict[Path, str]:
+    """What :func:`write_runtime_manifests` writes, ``{path under output_dir: text}``,
+    nothing written.
+
+    Raises:
+        ValueError: as :func:`write_runtime_manifests`.
+    """
     import yaml
 
+    src = src or repository_root() / RUNTIME_MANIFESTS
     dest = output_dir / RUNTIME_MANIFESTS
-    written = []
+    texts = {}
     for f in sorted(src.glob("*.yaml")):
         text = f.read_text(encoding="utf-8")
         renamed = images.rename_text(text, image_set)
@@ -144,9 +161,65 @@ def write_runtime_manifests(output_dir: Path, image_set: images.ImageSet) -> lis
         if list(yaml.safe_load_all(renamed)) != expected:
             raise ValueError(f"{f}: renaming the images in the text changed more than the "
                              "images; fix the file")
-        storage.write_text(dest / f.name, renamed)
-        written.append(dest / f.name)
-    return written
+        texts[dest / f.name] = renamed
+    return texts
+
+
+def _write_all(files: dict[Path, str], output_dir: Path | None) -> list[Path]:
+    """Write every compiled text once all of them exist (issue 22 item 3: never a mixed
+    output folder). With ``output_dir`` the whole set is written into a temp folder beside
+    it first: a new ``output_dir`` is that folder renamed (one ``rename(2)``), an existing
+    one gets each file moved in with ``os.replace`` (files of its own it had stay). Without
+    it (the package folders) each file is replaced atomically (:func:`kfp_gpu.storage.
+    write_text`). On any error the temp folder is removed and nothing is moved.
+
+    Returns:
+        The final paths, in ``files`` order.
+    """
+    if output_dir is None:
+        for path, text in files.items():
+            storage.write_text(path, text)
+        return list(files)
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.compile-", dir=output_dir.parent))
+    try:
+        for path, text in files.items():
+            staged = stage / path.relative_to(output_dir)
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_text(text, encoding="utf-8")
+        if not output_dir.exists():
+            os.chmod(stage, 0o777 & ~_umask())  # mkdtemp's 0700 -> what mkdir would give
+            stage.rename(output_dir)
+            return list(files)
+        for path in files:  # every move can happen before the first one does
+            blocked = _in_the_way(path, output_dir)
+            if blocked is not None:
+                raise ValueError(f"--output-dir {output_dir}: cannot write {path} ({blocked} "
+                                 "is in the way); remove it or name another folder")
+        for path in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / path.relative_to(output_dir), path)
+        return list(files)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _in_the_way(path: Path, output_dir: Path) -> Path | None:
+    """A folder where the file ``path`` goes, or a non-folder where one of its folders
+    under ``output_dir`` goes; None when the move can happen."""
+    if path.is_dir():
+        return path
+    for rel in path.relative_to(output_dir).parents:
+        if (output_dir / rel).exists() and not (output_dir / rel).is_dir():
+            return output_dir / rel
+    return None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def compile_all(output_dir: Path | None = None, gpu: str | None = None,
@@ -169,6 +242,9 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
         kfp_gpu.build.digests.ImageMissing / RegistryUnreachable: with ``pin_digests``.
     """
     image_set = images.ImageSet(registry or images.DEFAULT_REGISTRY, tag or __version__)
+    if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
+        raise ValueError(f"--output-dir {output_dir}: exists and is not a folder; name a "
+                         "folder (it is created when missing)")
     if (image_set != images.ImageSet() or pin_digests) and output_dir is None:
         raise ValueError("a registry or tag other than the default, or --pin-digests, needs "
                          "an output folder: the package's checked-in YAML stays the default "
@@ -181,15 +257,14 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
         tagged = image_set
         image_set = digests.pin(tagged, images.referenced(compiled.values(), tagged))
         compiled = {p: with_images(text, image_set, tagged) for p, text in compiled.items()}
-    written = []
-    for path, text in compiled.items():
-        storage.write_text(path, text)
-        written.append(path)
     horovod = image_set.image(images.HOROVOD)
-    if output_dir is not None and any(horovod in p.read_text() for p in written):
+    if output_dir is not None and any(horovod in text for text in compiled.values()):
         # only beside YAML that can start a TrainJob on the runtime (its Horovod image)
-        written += write_runtime_manifests(output_dir, image_set)
-    return written
+        if (repository_root() / RUNTIME_MANIFESTS / "kustomization.yaml").is_file():
+            compiled.update(runtime_manifest_texts(output_dir, image_set))
+        else:
+            write_runtime_manifests(output_dir, image_set)  # logs where to get it; []
+    return _write_all(compiled, output_dir)
 
 
 def check_all(only: str | None = None) -> list[str]:
