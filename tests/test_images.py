@@ -417,7 +417,7 @@ class _RegistryDouble:
     Docker-Content-Digest. The real registry is tests/containers/test_registry.py."""
 
     def __init__(self, manifests: dict[tuple[str, str], bytes], token: bool = True,
-                 head_digest: bool = True):
+                 head_digest: bool = True, token_basic: str | None = None):
         import hashlib
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -434,6 +434,11 @@ class _RegistryDouble:
             def _answer(self, body: bool) -> None:
                 double.requests.append((self.command, self.path, dict(self.headers)))
                 if self.path.startswith("/token?"):
+                    if token_basic and self.headers.get("Authorization") != token_basic:
+                        self.send_response(401)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
                     data = json.dumps({"token": "t0k"}).encode()
                     self.send_response(200)
                     self.send_header("Content-Length", str(len(data)))
@@ -513,6 +518,24 @@ def test_resolve_asks_the_manifest_with_an_anonymous_token(registry_double):
     pinned = digests.pin(s, ("horovod",))
     assert pinned.image("horovod") == f"{reg.host}/ml/kfp-gpu-horovod@{got['horovod']}"
     assert pinned.image("trainer") == s.image("trainer")
+
+
+def test_resolve_sends_the_docker_config_credentials_to_the_token_realm(registry_double,
+                                                                        tmp_path, monkeypatch):
+    import base64
+
+    from kfp_gpu.build import digests
+
+    basic = "Basic " + base64.b64encode(b"ci-bot:s3cret").decode()
+    reg = registry_double(token_basic=basic)
+    s = images.ImageSet(f"{reg.host}/ml")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    with pytest.raises(digests.ImageMissing, match="no pull token anonymously"):
+        digests.resolve(s, ("trainer",))
+    auth = base64.b64encode(b"ci-bot:s3cret").decode()
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {reg.host: {"auth": auth}}}))
+    assert digests.resolve(s, ("trainer",))["trainer"].startswith("sha256:")
+    assert digests.docker_credentials("other.example") is None
 
 
 def test_resolve_without_the_digest_header_hashes_the_manifest(registry_double):

@@ -18,8 +18,13 @@ Protocol, as followed here:
   is answered by an anonymous ``GET realm?service=...&scope=repository:<repo>:pull``; the
   response's ``token`` (or ``access_token``) goes back as ``Authorization: Bearer``
   (distribution/distribution docs/spec/auth/token.md, "Requesting a Token" and "Token
-  Response Fields"). This is how ghcr.io serves public packages; a registry that needs
-  credentials is reported as such (no credential store is read).
+  Response Fields"). This is how ghcr.io serves public packages. Credentials, when the
+  Docker client config has them for the host (``$DOCKER_CONFIG/config.json`` or
+  ``~/.docker/config.json``, ``auths.<host>.auth`` = base64 ``user:secret``, as ``docker
+  login`` writes it without a credential helper), go to the token request as HTTP Basic, or
+  straight to the registry when it challenges with ``Basic``; credential helpers are not
+  run (a private registry behind one: log in without the helper, or make the images
+  readable).
 - Host and repository from the image name as docker splits it (distribution/reference
   v0.6.0 normalize.go splitDockerDomain, l. 146-179: the first path component is the host
   when it is ``localhost`` or contains ``.`` or ``:``, else Docker Hub with ``library/``
@@ -34,10 +39,14 @@ exits 2) and :class:`RegistryUnreachable` (no answer, a server error: exit 3).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import ipaddress
+import json
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from kfp_gpu.build import images
 
@@ -114,6 +123,32 @@ def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
     return kind.lower(), params
 
 
+def docker_credentials(host: str, config: dict | None = None) -> tuple[str, str] | None:
+    """(user, secret) for ``host`` from a Docker client config (``auths.<host>.auth``, base64
+    ``user:secret``; keys may carry a scheme, ``https://host``), else None. ``config``
+    default: read from ``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``.
+
+    >>> docker_credentials("r.example", {"auths": {"https://r.example": {"auth": "dTpw"}}})
+    ('u', 'p')
+    """
+    if config is None:
+        where = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
+        try:
+            config = json.loads(where.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+    for key, entry in (config.get("auths") or {}).items():
+        if re.sub(r"^https?://", "", key).split("/")[0] != host or not isinstance(entry, dict):
+            continue
+        try:
+            user, _, secret = base64.b64decode(entry.get("auth", "")).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if user and secret:
+            return user, secret
+    return None
+
+
 def manifest_url(host: str, path: str, tag: str) -> str:
     """``<scheme>://<host>/v2/<path>/manifests/<tag>`` (distribution-spec end-3)."""
     return f"{scheme(host)}://{host}/v2/{path}/manifests/{tag}"
@@ -166,9 +201,8 @@ def _digest(session, repository: str, tag: str, timeout_s: float) -> str:
     try:
         resp = session.head(url, headers=headers, timeout=timeout_s, allow_redirects=True)
         if resp.status_code == 401:
-            token = _anonymous_token(session, resp.headers.get("WWW-Authenticate", ""),
-                                     path, ref, timeout_s)
-            headers["Authorization"] = f"Bearer {token}"
+            headers["Authorization"] = _authorization(
+                session, resp.headers.get("WWW-Authenticate", ""), host, path, ref, timeout_s)
             resp = session.head(url, headers=headers, timeout=timeout_s, allow_redirects=True)
         if resp.ok and not resp.headers.get("Docker-Content-Digest"):
             # registries before distribution-spec v1.1 need not send the header on HEAD
@@ -180,7 +214,7 @@ def _digest(session, repository: str, tag: str, timeout_s: float) -> str:
                                   f"{type(e).__name__}: {e}") from e
     code = resp.status_code
     if code in (401, 403, 404):
-        what = "not found" if code == 404 else f"not readable anonymously (HTTP {code})"
+        what = "not found" if code == 404 else f"not readable (HTTP {code})"
         raise ImageMissing(f"image {ref} {what} in registry {host}: build and push it first "
                            f"(KFP_GPU_REGISTRY={repository.rsplit('/', 1)[0]} "
                            "scripts/build-images.sh)")
@@ -193,24 +227,31 @@ def _digest(session, repository: str, tag: str, timeout_s: float) -> str:
     return digest
 
 
-def _anonymous_token(session, challenge: str, path: str, ref: str, timeout_s: float) -> str:
+def _authorization(session, challenge: str, host: str, path: str, ref: str,
+                   timeout_s: float) -> str:
+    """The ``Authorization`` header answering a 401's ``challenge``: a Bearer token from the
+    realm (anonymous, or with the Docker config's credentials), or Basic credentials."""
     import requests
 
     kind, params = parse_challenge(challenge)
+    creds = docker_credentials(host)
+    if kind == "basic" and creds:
+        return "Basic " + base64.b64encode(":".join(creds).encode()).decode()
     if kind != "bearer" or "realm" not in params:
         raise ImageMissing(f"image {ref}: the registry needs credentials "
-                           f"({challenge or 'no challenge'}); pinning reads only anonymously "
-                           "readable images")
+                           f"({challenge or 'no challenge'}) and the Docker config has none "
+                           f"for {host} (docker login {host})")
     query = {"scope": params.get("scope") or f"repository:{path}:pull"}
     if "service" in params:
         query["service"] = params["service"]
     try:
-        resp = session.get(params["realm"], params=query, timeout=timeout_s)
+        resp = session.get(params["realm"], params=query, timeout=timeout_s, auth=creds)
     except requests.RequestException as e:
         raise RegistryUnreachable(f"token service {params['realm']} unreachable for {ref}: "
                                   f"{type(e).__name__}: {e}") from e
     if resp.status_code in (401, 403, 404):
-        raise ImageMissing(f"image {ref}: no anonymous pull token (HTTP {resp.status_code} "
+        who = "with the Docker config's credentials" if creds else "anonymously"
+        raise ImageMissing(f"image {ref}: no pull token {who} (HTTP {resp.status_code} "
                            f"from {params['realm']})")
     if not resp.ok:
         raise RegistryUnreachable(f"token service {params['realm']} answered HTTP "
@@ -219,4 +260,4 @@ def _anonymous_token(session, challenge: str, path: str, ref: str, timeout_s: fl
     token = body.get("token") or body.get("access_token")
     if not token:
         raise RegistryUnreachable(f"token service {params['realm']} gave no token for {ref}")
-    return token
+    return f"Bearer {token}"
