@@ -122,3 +122,13 @@ def test_release_platforms_follow_the_bases():
     install = (ROOT / "docs" / "install.md").read_text()
     for text in (header, install):
         assert "tensorflow/tensorflow:2.18.1-gpu" in text and "CPU-only" in text
+
+
+def test_readme_first_screen_says_where_images_come_from():
+    """Issue 23 "Done when": the README's first screen names the image source (the release
+    workflow, ghcr.io/<owner>), says honestly whether this version is published, and shows
+    how to repoint them; it links docs/install.md."""
+    first = "\n".join((ROOT / "README.md").read_text().splitlines()[:30])
+    for needle in ("docs/install.md", "release.yml", "ghcr.io/<owner>", "--pin-digests",
+                   "--registry", "No tag has been pushed"):
+        assert needle in first, needle
