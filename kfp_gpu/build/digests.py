@@ -210,8 +210,9 @@ def _digest(session, repository: str, tag: str, timeout_s: float) -> str:
             if resp.ok and not resp.headers.get("Docker-Content-Digest"):
                 return "sha256:" + hashlib.sha256(resp.content).hexdigest()
     except requests.RequestException as e:
-        raise RegistryUnreachable(f"registry {host} unreachable for {ref}: "
-                                  f"{type(e).__name__}: {e}") from e
+        raise RegistryUnreachable(f"registry {host} unreachable ({_reason(e)}) for {ref}: "
+                                  f"check the address, the network and that it serves "
+                                  f"{scheme(host)}") from e
     code = resp.status_code
     if code in (401, 403, 404):
         what = "not found" if code == 404 else f"not readable (HTTP {code})"
@@ -247,8 +248,8 @@ def _authorization(session, challenge: str, host: str, path: str, ref: str,
     try:
         resp = session.get(params["realm"], params=query, timeout=timeout_s, auth=creds)
     except requests.RequestException as e:
-        raise RegistryUnreachable(f"token service {params['realm']} unreachable for {ref}: "
-                                  f"{type(e).__name__}: {e}") from e
+        raise RegistryUnreachable(f"token service {params['realm']} unreachable "
+                                  f"({_reason(e)}) for {ref}") from e
     if resp.status_code in (401, 403, 404):
         who = "with the Docker config's credentials" if creds else "anonymously"
         raise ImageMissing(f"image {ref}: no pull token {who} (HTTP {resp.status_code} "
@@ -261,3 +262,17 @@ def _authorization(session, challenge: str, host: str, path: str, ref: str,
     if not token:
         raise RegistryUnreachable(f"token service {params['realm']} gave no token for {ref}")
     return f"Bearer {token}"
+
+
+def _reason(e: Exception) -> str:
+    """A short reason for a ``requests`` error: the OS error text when there is one
+    (``[Errno 111] Connection refused`` -> ``Connection refused``), a timeout, a TLS error,
+    else the exception's class name."""
+    import requests
+
+    if isinstance(e, requests.Timeout):
+        return "timed out"
+    if isinstance(e, requests.exceptions.SSLError):
+        return "TLS error"
+    m = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(e))
+    return m.group(1).strip() if m else type(e).__name__
