@@ -137,8 +137,11 @@ def docker_credentials(host: str, config: dict | None = None) -> tuple[str, str]
             config = json.loads(where.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+    # Docker Hub's entry is keyed by its index, https://index.docker.io/v1/
+    hosts = {host, "index.docker.io", DOCKER_HUB} if host == DOCKER_HUB_API else {host}
     for key, entry in (config.get("auths") or {}).items():
-        if re.sub(r"^https?://", "", key).split("/")[0] != host or not isinstance(entry, dict):
+        key_host = re.sub(r"^https?://", "", key).split("/")[0]
+        if key_host not in hosts or not isinstance(entry, dict):
             continue
         try:
             user, _, secret = base64.b64decode(entry.get("auth", "")).decode().partition(":")
