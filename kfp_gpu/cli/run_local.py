@@ -273,8 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--runtime", default=None)
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    return run_local(a.file, pvc=a.pvc, image=a.image, replace=a.replace, keep=a.keep,
-                     ready_timeout_s=a.ready_timeout, runtime=a.runtime)
+    try:
+        return run_local(a.file, pvc=a.pvc, image=a.image, replace=a.replace, keep=a.keep,
+                         ready_timeout_s=a.ready_timeout, runtime=a.runtime)
+    except ValueError as e:  # input errors: one line, exit 2 (as the kfp-gpu command)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -92,6 +92,8 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
             with run_log.captured(log_dir, verbose=verbose) as stream:
                 task = pipeline(**kwargs)
         except interrupt.Interrupted as e:
+            if on_interrupt is not None:  # a container created after the handler's look
+                on_interrupt()
             e.kept = _settle(root, before, stream.results if stream else {}, log_dir)
             raise
         except RuntimeError as e:
@@ -127,7 +129,7 @@ def _run_tmpdir():
     vars), so ``$TMPDIR`` is set here for the run and restored after it. Under
     ``--runner docker`` those folders are inside the (removed) containers.
     """
-    tmp = tempfile.mkdtemp(prefix="kfp-gpu-run-")
+    tmp = tempfile.mkdtemp(prefix="kfp-gpu-run-")  # also fixes this process's tempdir
     saved = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = tmp
     try:

@@ -288,7 +288,7 @@ def test_run_local_command_sigterm_deletes_the_job(docker_engine, horovod_image,
     proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143, "".join(lines) + rest
-    assert "cancelled: MPIJob containers deleted" in rest
+    assert "interrupted (SIGTERM): MPIJob ci.lmpi-term containers and network removed" in rest
     assert docker_engine.containers.list(
         all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-term"}) == []
     assert docker_engine.networks.list(
