@@ -275,3 +275,34 @@ def test_non_root_caller_keeps_the_files_but_ssh_can_use_them(tmp_path, monkeypa
     with pytest.raises(PermissionError, match="uid 1001.*run the local runner as root"):
         lw.write_workspace(lp.plan(job))
     assert [d.name for d in tmp_path.iterdir()] == [ws.name]  # nothing left by the refusal
+
+
+@pytest.mark.parametrize("resources,shares", [
+    ({}, 2),                                              # no request: MinShares
+    ({"requests": {"cpu": "1"}}, 1024),
+    ({"requests": {"cpu": "500m"}}, 512),
+    ({"requests": {"cpu": "1m"}}, 2),                     # 1 * 1024 // 1000 = 1 -> MinShares
+    ({"limits": {"cpu": "2"}}, 2048),                     # request defaults to the limit
+    ({"requests": {"cpu": "250m"}, "limits": {"cpu": "4"}}, 256),
+])
+def test_cpu_shares_as_the_kubelet_sets_them(resources, shares):
+    """kubernetes pkg/kubelet/cm/helpers_linux.go MilliCPUToShares: a Worker without a CPU
+    request gets the lowest CFS weight, so on a small machine the ranks cannot starve the
+    component's own container (the cancel path's DELETE must go out within a second)."""
+    from kfp_gpu.mpi.local import plan as lp
+
+    assert lp.cpu_shares({"resources": resources}) == shares
+
+
+def test_planned_containers_carry_the_cpu_shares():
+    from kfp_gpu.mpi.local import plan as lp
+    from kfp_gpu.mpi.spec import mpijob
+    from kfp_gpu.mpi.spec.options import MPIJobOptions
+
+    job = mpijob.build(MPIJobOptions.from_settings(
+        name="shares", namespace="ci", image="img", program=("true",), workers=2))
+    plan = lp.plan(job)
+    assert [w.cpu_shares for w in plan.workers] == [2, 2]
+    assert plan.launcher.cpu_shares == 512  # the builder's launcher_cpu 500m
+    with pytest.raises(ValueError, match="invalid cpu quantity 'lots'"):
+        lp.cpu_shares({"resources": {"requests": {"cpu": "lots"}}})

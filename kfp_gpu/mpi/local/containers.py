@@ -134,6 +134,7 @@ class JobContainers:
             cap_add=list(spec.security.cap_add) or None, shm_size=spec.shm_size,
             mounts=mounts, tmpfs=tmpfs or None, working_dir=spec.working_dir,
             dns_search=list(spec.dns_search), labels=self.labels(spec.role), detach=True,
+            cpu_shares=spec.cpu_shares,
             network=net, networking_config={
                 net: self.client.api.create_endpoint_config(aliases=list(spec.aliases))})
 

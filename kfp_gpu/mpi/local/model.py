@@ -49,7 +49,8 @@ class ContainerSpec:
     ``entrypoint`` is the Kubernetes ``command`` (None = the image's ENTRYPOINT) and
     ``command`` its ``args`` (None = the image's CMD), the usual Kubernetes/Docker mapping.
     ``shm_size`` is in bytes (None = Docker's default), ``aliases`` are the DNS names on the
-    job network, ``dns_search`` the pod's search path.
+    job network, ``dns_search`` the pod's search path. ``cpu_shares``: the CFS weight the
+    kubelet gives the container from its CPU request (:func:`kfp_gpu.mpi.local.plan.cpu_shares`).
     """
 
     name: str
@@ -64,6 +65,7 @@ class ContainerSpec:
     mounts: tuple[Mount, ...] = ()
     aliases: tuple[str, ...] = ()
     dns_search: tuple[str, ...] = ()
+    cpu_shares: int = 2
 
 
 @dataclass(frozen=True)

@@ -208,13 +208,35 @@ def volume_mount(vol: Mapping, vm: Mapping, pod: str) -> tuple[Mount | None, int
                      f"by the local runner; accepted: {', '.join(VOLUME_KINDS)}")
 
 
+def cpu_shares(container: Mapping) -> int:
+    """The container's ``cpu.shares`` as the kubelet sets it from its CPU request:
+    kubernetes ``pkg/kubelet/cm/helpers_linux.go`` (read at 00ac878e) ``MilliCPUToShares``:
+    1024 per CPU, at least ``MinShares`` 2, and 2 for no request (a request defaults to the
+    limit when only a limit is given: ``pkg/apis/core/v1/defaults.go``). So a Worker without
+    a CPU request gets the lowest weight, and the component's own container (Docker's
+    1024) keeps its CPU when the job's ranks saturate a small machine, as it would on its
+    own node in a cluster.
+
+    Raises:
+        ValueError: a CPU quantity that is not ``<number>`` or ``<number>m``.
+    """
+    res = container.get("resources") or {}
+    text = str((res.get("requests") or {}).get("cpu") or (res.get("limits") or {}).get("cpu")
+               or "0")
+    try:
+        milli = float(text[:-1]) if text.endswith("m") else float(text) * 1000
+    except ValueError:
+        raise ValueError(f"invalid cpu quantity {text!r}; accepted e.g. 500m, 2, 0.5") from None
+    return max(2, int(milli * 1024 // 1000)) if milli > 0 else 2
+
+
 def drop_resources(container: Mapping, pod: str, notes: list[str]) -> None:
     """Append a note naming the container's resource requests/limits (not applied locally)."""
     res = container.get("resources") or {}
     names = sorted({k for part in ("limits", "requests") for k in (res.get(part) or {})})
     if names:
         notes.append(f"{pod}: resources {', '.join(names)} dropped (no GPUs, RDMA, scheduler "
-                     "or limits locally)")
+                     "or limits locally; the CPU request sets cpu.shares)")
 
 
 def pod_container(template: Mapping, pod: str, role: str, job: Mapping,
@@ -255,7 +277,8 @@ def pod_container(template: Mapping, pod: str, role: str, job: Mapping,
         name=pod, role=role, image=c["image"], entrypoint=tuple(cmd) if cmd else None,
         command=tuple(args) if args else None, environment=env,
         working_dir=c.get("workingDir"), security=security(spec, c), shm_size=shm,
-        mounts=tuple(mounts), aliases=aliases(pod, name, ns), dns_search=dns_search(name, ns, role))
+        mounts=tuple(mounts), aliases=aliases(pod, name, ns), dns_search=dns_search(name, ns, role),
+        cpu_shares=cpu_shares(c))
 
 
 def ssh_secret(spec: Mapping, notes: list[str]) -> SshSecret:

@@ -271,7 +271,8 @@ def pod_container(rjob: Mapping, pod: str, ctx: _Ctx, notes: list[str]) -> Conta
         working_dir=c.get("workingDir"), security=lp.security(pod_spec, c), shm_size=shm,
         mounts=tuple(mounts), aliases=lp.aliases(pod, ctx.subdomain, ctx.namespace),
         # no subdomain search entry: only mpi-operator appends one (local_plan.dns_search)
-        dns_search=lp.dns_search(ctx.subdomain, ctx.namespace, "launcher"))
+        dns_search=lp.dns_search(ctx.subdomain, ctx.namespace, "launcher"),
+        cpu_shares=lp.cpu_shares(c))
 
 
 def run_policy(job: Mapping, launcher: Mapping) -> RunPolicy:
