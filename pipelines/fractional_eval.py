@@ -18,6 +18,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Model
 
+from kfp_gpu.build.parameters import check_signature, declare, integer, number, text
 from kfp_gpu.components.combine_shards.component import combine_shards
 from kfp_gpu.components.evaluate_shard.component import evaluate_shard
 from kfp_gpu.components.plan_shards.component import plan_shards
@@ -26,6 +27,17 @@ from kfp_gpu.gpu import parse
 NAME = "fractional-eval"
 DEFAULT_SHARDS = 4
 DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
+
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters);
+#: the ranges are components/shared/shards.py's and evaluate.py's checks made early.
+PARAMETERS = declare(
+    text("model_uri", "the Keras model to evaluate (folder or gs:// URI)", required=True),
+    text("test_data_uri", "the test Dataset (a kfp-gpu Dataset folder or gs:// URI)",
+         required=True),
+    integer("num_shards", "shards (parallel tasks) the test set is cut into", 1),
+    integer("batch_size", "prediction batch per step", 1),
+    number("accuracy_threshold", "accuracy the whole set must reach to pass", 0, 1),
+)
 
 
 def default_gpu(shards: int) -> str:
@@ -80,4 +92,5 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
         combined.set_display_name("combine-shards").set_cpu_limit("1").set_memory_limit("2G")
         return EvalOutputs(metrics=combined.outputs["metrics"], passed=combined.outputs["Output"])
 
+    check_signature(PARAMETERS, fractional_eval)
     return fractional_eval

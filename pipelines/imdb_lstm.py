@@ -9,6 +9,7 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 
 from kfp import dsl
 
+from kfp_gpu.build.parameters import check_signature, declare, flag, integer, number, text
 from kfp_gpu.components.prep_text.component import prep_text
 from kfp_gpu.components.train_text_classifier.component import train_text_classifier
 from kfp_gpu.gpu import parse
@@ -25,6 +26,29 @@ TRAIN_CPU, TRAIN_MEMORY = "4", "8G"
 #: the component's default 256 (fewer steps for the small text model; [1024, 80, 128]
 #: activations = 42 MB).
 EVAL_BATCH_SIZE = 1024
+
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters).
+#: Checked before any task starts (`run --local`, `submit`) and against the signature at
+#: compile time; the ranges are the components' own checks (prep_text/tokens.py,
+#: kfp_gpu/training/text_model.py), made early.
+PARAMETERS = declare(
+    text("source", "reviews: keras:imdb, or a CSV/CSV.gz/Parquet file or gs:// URI",
+         required=True),
+    integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
+    integer("num_words", "vocabulary size incl. padding and out-of-vocabulary tokens", 3),
+    integer("maxlen", "tokens per review (the last ones kept)", 1),
+    integer("epochs", "training epochs", 1),
+    integer("batch_size", "training examples per step", 1),
+    integer("embedding_dim", "embedding width", 1),
+    integer("lstm_units", "LSTM units", 1),
+    number("dropout", "LSTM input dropout rate (keeps cuDNN eligibility)", 0, 1,
+           high_open=True),
+    number("learning_rate", "Adam learning rate", 0, low_open=True),
+    flag("mixed_precision", "mixed_float16 compute (GPU)"),
+    integer("seed", "shuffle/initialisation seed", 0, 2**32 - 1),
+    text("checkpoint_dir", "folder or gs:// URI for resumable checkpoints ('' = none)"),
+    number("accuracy_threshold", "test accuracy the run must reach to pass", 0, 1),
+)
 
 
 def build(gpu: str = DEFAULT_GPU):
@@ -74,4 +98,5 @@ def build(gpu: str = DEFAULT_GPU):
                                     vocabulary=prep.outputs["vocabulary"],
                                     batch_size=EVAL_BATCH_SIZE)
 
+    check_signature(PARAMETERS, imdb_lstm)
     return imdb_lstm

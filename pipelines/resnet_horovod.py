@@ -14,6 +14,8 @@ run time: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow Trainer v2 TrainJo
 
 from kfp import dsl
 
+from kfp_gpu.build import k8s_rules
+from kfp_gpu.build.parameters import check_signature, declare, flag, integer, number, text
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
 from kfp_gpu.gpu import parse
@@ -23,6 +25,48 @@ NAME = "resnet-horovod"
 DEFAULT_GPU = "gpu:8"
 #: The parameter `kfp-gpu run --local --data-dir DIR` sets: (name, path under DIR).
 LOCAL_DATA = ("source", "fashion-mnist")
+
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters).
+#: Checked before any task starts (`run --local`, `submit`) and against the signature at
+#: compile time. Choices and ranges are the component's own checks made early
+#: (components/train_resnet_horovod/run_training.py EXECUTIONS,
+#: kfp_gpu/training/horovod_config.py OPTIMIZERS and resolved(), resnet_models.MODELS,
+#: kfp_gpu/mpi/spec/backends.py BACKENDS, components/prep_images/prep.py); rdma_resource by
+#: Kubernetes' rule for resource names (a qualified name, kfp_gpu.build.k8s_rules).
+PARAMETERS = declare(
+    text("source", "images: fashion-mnist, synthetic, an IDX folder or .npz file",
+         required=True),
+    integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
+    text("execution", "where the trainer runs (auto: cluster inside a KFP pod, else local)",
+         ("auto", "local", "cluster")),
+    integer("workers", "MPIJob Workers (pods), each with the compile-time GPU request", 1),
+    text("backend", "distributed job kind: MPI Operator MPIJob or Kubeflow Trainer TrainJob",
+         ("mpijob", "trainjob")),
+    integer("local_processes", "mpirun -np for local execution", 1),
+    integer("epochs", "training epochs", 1),
+    integer("batch_size", "images per step per GPU/process", 1),
+    integer("steps_per_epoch", "steps per epoch (0 = the whole split)", 0),
+    number("learning_rate", "learning rate per worker (scaled by the world size)", 0,
+           low_open=True),
+    integer("lr_warmup_steps", "linear learning-rate warm-up steps", 0),
+    text("optimizer", "optimizer (sgd: momentum 0.9)", ("sgd", "adam")),
+    text("model_name", "ResNet variant", ("small", "resnet50")),
+    integer("blocks", "small model: residual blocks per stage", 1),
+    integer("width", "small model: first-stage filters", 1),
+    flag("mixed_precision", "mixed_float16 compute with loss scaling (GPU)"),
+    flag("xla", "XLA-compile the training step"),
+    text("work_dir", "shared folder (PVC path) or gs:// URI the Workers read and write "
+         "('' = derived from the model artifact)"),
+    flag("rdma", "request the RDMA device and IPC_LOCK for GPUDirect RDMA"),
+    text("rdma_resource", "RDMA extended resource of the Workers (with rdma)", required=True,
+         rule=k8s_rules.extended_resource, rule_words="an extended resource name DOMAIN/NAME (a "
+         "Kubernetes qualified name, e.g. rdma/rdma_shared_device_a)"),
+    text("multus_networks", "Multus network attachment annotation of the Workers ('' = none)"),
+    text("nccl_ib_hca", "NCCL_IB_HCA for the Workers ('' = NCCL's default)"),
+    text("nccl_socket_ifname", "NCCL_SOCKET_IFNAME for the Workers ('' = NCCL's default)"),
+    integer("seed", "initialisation/shuffle seed", 0, 2**32 - 1),
+    number("accuracy_threshold", "test accuracy the run must reach to pass", 0, 1),
+)
 
 
 def build(gpu: str = DEFAULT_GPU):
@@ -86,4 +130,5 @@ def build(gpu: str = DEFAULT_GPU):
         train.set_caching_options(False)
         return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold)
 
+    check_signature(PARAMETERS, resnet_horovod)
     return resnet_horovod

@@ -257,6 +257,36 @@ def test_kfp_api_not_answering(tmp_path):
         assert res.exit_code == 1 and "does not answer: HTTP 401" in res.output
 
 
+def test_kfp_check_is_shown_when_the_kubernetes_api_does_not_answer(tmp_path):
+    """issue 22 item 9: --kfp-host's result is in the report even without a cluster, and an
+    unreachable Kubernetes API is exit status 3 (not 1: nothing was judged)."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    app = typer.Typer()
+    app.command()(doctor_cli.doctor_command)
+    with FakeKfp(tag_name="2.15.0") as kfp:
+        res = CliRunner().invoke(app, ["--kubeconfig", str(kc), "--kfp-host", kfp.url])
+    assert res.exit_code == 3, res.output
+    assert re.search(rf"^{re.escape(kfp.url)} +ok \(single-user\) +2\.15\.0$", res.output,
+                     re.MULTILINE), res.output
+    assert "cannot reach the Kubernetes API" in res.output
+
+
+def test_kubeconfig_that_is_not_yaml_is_one_line_exit_2(tmp_path):
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("apiVersion: v1\nclusters: [\n")
+    from kfp_gpu.cli import app as kfp_gpu_app
+
+    res = CliRunner().invoke(kfp_gpu_app, ["doctor", "--kubeconfig", str(kc)])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+    assert "is not a kubeconfig: invalid YAML" in res.output
+    assert "Traceback" not in res.output
+
+
 def test_bad_request_is_a_usage_error(tmp_path):
     with FakeCluster() as c:
         res = run(c, tmp_path, "--gpu", "gpu:1.5")

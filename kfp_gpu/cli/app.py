@@ -18,15 +18,42 @@ from typing import Annotated
 import typer
 
 from kfp_gpu import __version__
-from kfp_gpu.cli import doctor, mpijob, submit, train_resnet
+from kfp_gpu.cli import checks, doctor, errors, mpijob, parameters, submit, train_resnet
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# errors.Group: every error is one line with its exit status (README "Exit codes"); Typer's
+# shell completion is on (--install-completion / --show-completion).
+app = typer.Typer(cls=errors.Group, add_completion=True, no_args_is_help=True,
                   help="Kubeflow Pipelines components and pipelines for GPU training.")
 
 
 def _fail(msg: str, code: int = 2) -> None:
+    errors.trace()  # -v: the traceback of the error being handled
     typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import kfp_gpu
+
+        typer.echo(f"kfp-gpu {kfp_gpu.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    _version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Show the Python traceback with an error.")] = False,
+) -> None:
+    """Kubeflow Pipelines components and pipelines for GPU training.
+
+    Exit status: 0 ok, 1 the job ran and failed, 2 usage or input error, 3 cluster or
+    engine unreachable, 130/143 interrupted (SIGINT/SIGTERM).
+    """
+    errors.set_verbose(verbose)
 
 
 @app.command("version")
@@ -40,10 +67,11 @@ def compile_cmd(
     check: Annotated[bool, typer.Option("--check", help="Fail if a checked-in YAML is stale.")]
     = False,
     gpu: Annotated[str | None, typer.Option(
-        "--gpu", help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
+        "--gpu", callback=checks.gpu,
+        help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
         "'mig:1g.10gb', 'fraction:0.5' (default: each pipeline's own).")] = None,
     registry: Annotated[str | None, typer.Option(
-        "--registry", envvar="KFP_GPU_REGISTRY",
+        "--registry", envvar="KFP_GPU_REGISTRY", callback=checks.registry,
         help="Image registry prefix for every image the pipelines start (component pods, "
         "MPIJob/TrainJob pods, the Trainer runtime written to DIR/manifests/trainer), e.g. "
         "registry.example.com/ml; needs --output-dir. Also $KFP_GPU_REGISTRY (read here, "
@@ -98,8 +126,10 @@ def run_cmd(
     local: Annotated[bool, typer.Option("--local", help="Run on this machine with kfp.local.")]
     = False,
     param: Annotated[list[str] | None, typer.Option(
-        "--param", "-p", help="key=value pipeline parameter.")] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU request (compile-time).")] = None,
+        "--param", "-p", help="key=value pipeline parameter, checked before any task "
+        "starts; `kfp-gpu params PIPELINE` lists them with types and ranges.")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", callback=checks.gpu,
+                                            help="GPU request (compile-time).")] = None,
     data_dir: Annotated[str | None, typer.Option(
         "--data-dir", envvar="KFP_GPU_DATA_DIR",
         help="Folder with the real data (imdb/imdb_50k.csv.gz ...); sets the data "
@@ -121,6 +151,7 @@ def run_cmd(
               "`kfp-gpu submit PIPELINE --host URL`")
     from kfp_gpu.cluster import local_run, params
 
+    errors.set_verbose(verbose)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(message)s")
     from kfp_gpu.cluster import interrupt, local_docker
@@ -129,6 +160,7 @@ def run_cmd(
         if summary_json:  # refused before the run, not after it (issue 22 item 4)
             local_run.check_writable_file(summary_json, "--summary-json")
         raw = params.split_pairs(param or [])
+        params.checked(pipeline, raw)  # every -p by its declaration (issue 22 item 6)
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir, verbose=verbose, runner=runner)
     except interrupt.Interrupted as e:  # issue 22 item 1: 130 SIGINT, 143 SIGTERM
@@ -155,6 +187,7 @@ def _print_summary(s: dict) -> None:
 # Commands from their own modules: each imports its library when it runs.
 app.command("doctor")(doctor.doctor_command)
 app.command("submit")(submit.submit_command)
+app.command("params")(parameters.params_command)
 app.command("train-resnet")(train_resnet.train_resnet_command)
 app.add_typer(mpijob.app, name="mpijob")
 

@@ -12,6 +12,8 @@ import logging
 
 import typer
 
+from kfp_gpu.cli import checks
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="MPIJob tools: run an MPIJob (or TrainJob) file locally in Docker "
                   "containers.")
@@ -19,20 +21,25 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 @app.command("run-local")
 def run_local_command(
-    file: str = typer.Argument(..., help="YAML/JSON file with a kubeflow.org/v2beta1 MPIJob "
+    file: str = typer.Argument(..., callback=checks.readable_file,
+                               help="YAML/JSON file with a kubeflow.org/v2beta1 MPIJob "
                                "or a trainer.kubeflow.org/v1alpha1 TrainJob."),
     pvc: list[str] = typer.Option(  # noqa: B008 - typer's declaration style
-        [], "--pvc", help="CLAIM=DIR: the local folder standing in for a PVC (repeatable)."),
+        [], "--pvc", callback=checks.pvc,
+        help="CLAIM=DIR: the local folder standing in for a PVC (repeatable)."),
     image: str | None = typer.Option(
-        None, "--image", help="Replace every pod template's image (e.g. a local tag)."),
+        None, "--image", callback=checks.image,
+        help="Replace every pod template's image (e.g. a local tag)."),
     replace: bool = typer.Option(
         False, "--replace", help="Delete what an earlier run of the same job left first."),
     keep: bool = typer.Option(
         False, "--keep", help="Leave containers, network and workspace in place afterwards."),
     ready_timeout: float = typer.Option(
-        120.0, "--ready-timeout", help="Seconds the Workers get to start and listen."),
+        120.0, "--ready-timeout", callback=checks.positive_seconds,
+        help="Seconds the Workers get to start and listen."),
     runtime: str | None = typer.Option(
-        None, "--runtime", help="TrainJob only: YAML file with the ClusterTrainingRuntime it "
+        None, "--runtime", callback=checks.readable_file,
+        help="TrainJob only: YAML file with the ClusterTrainingRuntime it "
         "references (default: manifests/trainer/horovod-runtime.yaml of this checkout)."),
 ) -> None:
     """Run the MPIJob or TrainJob in FILE as local containers; exit 0 Succeeded/Complete,

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import typer
 
+from kfp_gpu.cli import checks, errors
+
 
 def submit_command(
     pipeline: str = typer.Argument(..., help="Catalog pipeline name (e.g. imdb-lstm) or a "
                                    "compiled pipeline YAML."),
-    host: str = typer.Option(..., "--host", envvar="KFP_HOST",
+    host: str = typer.Option(..., "--host", envvar="KFP_HOST", callback=checks.url,
                              help="KFP API URL, e.g. https://kubeflow.example.com/pipeline"),
     namespace: str | None = typer.Option(
-        None, "--namespace", "-n", help="Namespace (multi-user KFP: the profile namespace)."),
+        None, "--namespace", "-n", callback=checks.namespace,
+        help="Namespace (multi-user KFP: the profile namespace)."),
     experiment: str = typer.Option("kfp-gpu", "--experiment", help="Experiment name."),
     param: list[str] = typer.Option(  # noqa: B008 - typer's declaration style
         [], "--param", "-p", help="key=value pipeline argument."),
@@ -19,21 +22,27 @@ def submit_command(
         None, "--version", help="Pipeline version name (default: git commit, else package "
         "version)."),
     service_account: str | None = typer.Option(
-        None, "--service-account", help="ServiceAccount of ALL the run's pods "
+        None, "--service-account", callback=checks.service_account,
+        help="ServiceAccount of ALL the run's pods "
         "(default: KFP's runner, pipeline-runner / default-editor, which manifests/rbac "
         "binds to the MPIJob launcher Role). It must hold KFP's own permissions too."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish."),
-    timeout: float = typer.Option(3600, "--timeout", help="Seconds to wait (with --wait)."),
-    poll: float = typer.Option(10, "--poll", help="Seconds between status polls."),
-    ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert", help="CA bundle."),
+    timeout: float = typer.Option(3600, "--timeout", callback=checks.positive_seconds,
+                                  help="Seconds to wait (with --wait)."),
+    poll: float = typer.Option(10, "--poll", callback=checks.positive_seconds,
+                               help="Seconds between status polls."),
+    ssl_ca_cert: str | None = typer.Option(None, "--ssl-ca-cert", callback=checks.readable_file,
+                                           help="CA bundle."),
     insecure_skip_tls_verify: bool = typer.Option(False, "--insecure-skip-tls-verify"),
-    ui_host: str | None = typer.Option(None, "--ui-host",
-                                          help="KFP UI URL for links (default: --host)."),
+    ui_host: str | None = typer.Option(None, "--ui-host", callback=checks.url,
+                                       help="KFP UI URL for links (default: --host)."),
 ) -> None:
     """Upload a compiled pipeline (idempotent version), start a run, optionally wait.
 
     Exit status: 0 when the run was started (or, with --wait, SUCCEEDED); 1 on FAILED,
-    CANCELED, timeout or an API refusal, with the reason; 2 for bad input.
+    CANCELED, timeout or an API refusal, with the reason; 2 for bad input (a malformed
+    URL, an unknown pipeline or parameter, a value outside its range, a file that is not a
+    compiled pipeline); 3 when the KFP API cannot be reached.
     """
     # The library is imported when the command runs (the CLI stays cheap to start).
     from kfp_gpu.cluster.submit import submit
@@ -45,9 +54,15 @@ def submit_command(
                      insecure_skip_tls_verify=insecure_skip_tls_verify, ui_host=ui_host,
                      echo=typer.echo)
     except ValueError as e:
+        errors.trace()
         typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
+    except ConnectionError as e:  # kfp_gpu.cluster.submit.KfpUnreachable
+        errors.trace()
+        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(3)
     except RuntimeError as e:
+        errors.trace()
         typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
     if out.code:

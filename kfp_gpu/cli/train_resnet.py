@@ -66,8 +66,13 @@ def train_resnet_command(
 
 
 def main() -> None:  # pragma: no cover - thin
-    """``python -m kfp_gpu.cli.train_resnet``."""
-    typer.run(train_resnet_command)
+    """``python -m kfp_gpu.cli.train_resnet``: one line and exit 2 for a bad setting, as in
+    ``kfp-gpu train-resnet`` (:class:`kfp_gpu.cli.errors.Command`)."""
+    from kfp_gpu.cli import errors
+
+    app = typer.Typer(add_completion=False)
+    app.command(cls=errors.Command)(train_resnet_command)
+    app()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,11 +38,14 @@ class KfpHealth:
         ok: the API answered 200 with JSON.
         detail: ``(single-user)`` / ``(multi-user)``, or why it failed.
         tag: ``tag_name`` (the API server's ``TAG_NAME``; ``unknown`` when unset).
+        reachable: False when no HTTP answer came at all (connection refused, DNS, TLS,
+            timeout): the CLI's exit status 3; an answer with an error status is reachable.
     """
 
     ok: bool
     detail: str
     tag: str = ""
+    reachable: bool = True
 
 
 def parse_version(tag: str) -> tuple[int, int, int] | None:
@@ -112,7 +115,7 @@ def kfp_health(host: str, token: str | None = None, ca_cert: str | None = None,
         r = requests.get(host.rstrip("/") + "/apis/v2beta1/healthz", headers=headers,
                          timeout=timeout, verify=(ca_cert or True) if verify else False)
     except requests.RequestException as e:
-        return KfpHealth(False, f"{type(e).__name__}: {e}")
+        return KfpHealth(False, f"{type(e).__name__}: {e}", reachable=False)
     if r.status_code != 200:
         return KfpHealth(False, f"HTTP {r.status_code}: {r.text[:200].strip()}")
     try:

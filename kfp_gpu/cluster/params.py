@@ -14,6 +14,8 @@ from collections.abc import Mapping
 #: Older type names a pipeline object may report, mapped to the IR names.
 _ALIASES = {"String": "STRING", "Integer": "NUMBER_INTEGER", "Float": "NUMBER_DOUBLE",
             "Boolean": "BOOLEAN", "List": "LIST", "Dict": "STRUCT"}
+_WORDS = {"NUMBER_INTEGER": "an integer", "NUMBER_DOUBLE": "a number", "BOOLEAN": "a boolean",
+          "LIST": "a JSON list", "STRUCT": "a JSON object"}
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -76,6 +78,25 @@ def coerce(raw: str, ptype: str):
     return raw
 
 
+def checked(pipeline_name: str, raw: Mapping[str, str]) -> dict:
+    """``-p`` text values of catalog pipeline ``pipeline_name``, typed by its parameter
+    declaration (``PARAMETERS``, :mod:`kfp_gpu.build.parameters`) and checked against it:
+    what ``run --local`` and ``submit`` call before any task starts or anything is uploaded.
+
+    Raises:
+        ValueError: unknown pipeline or parameter, a value that does not parse as its type,
+            one outside its declared range (one line naming the accepted values), or a
+            parameter without a default left out.
+    """
+    from kfp_gpu.build import parameters
+
+    declared = parameters.declared(pipeline_name)
+    values = typed(raw, {k: p.type for k, p in declared.items()})
+    parameters.validate(declared, values)
+    parameters.missing(pipeline_name, list(values))
+    return values
+
+
 def typed(raw: Mapping[str, str], types: Mapping[str, str]) -> dict:
     """Text values -> values of the pipeline's parameter types.
 
@@ -91,5 +112,6 @@ def typed(raw: Mapping[str, str], types: Mapping[str, str]) -> dict:
         try:
             out[key] = coerce(value, types[key])
         except ValueError as e:
-            raise ValueError(f"parameter {key}: {value!r} is not a {types[key]} ({e})") from None
+            kind = _WORDS.get(types[key], types[key])
+            raise ValueError(f"parameter {key}: {value!r} is not {kind} ({e})") from None
     return out

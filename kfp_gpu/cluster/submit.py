@@ -33,6 +33,11 @@ from kfp_gpu.build import compile as build_compile
 from kfp_gpu.cluster import kfp_api
 from kfp_gpu.cluster import params as pipeline_params
 
+
+class KfpUnreachable(ConnectionError):
+    """No answer from the KFP API at all (the CLI exits 3)."""
+
+
 TERMINAL_STATES = {"SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "ERROR"}
 
 
@@ -141,6 +146,45 @@ def wait_for_run(client, run_id: str, url: str, timeout: float, poll: float,
         sleep(min(poll, max(0.0, timeout - elapsed)) or poll)
 
 
+def load_spec(pipeline: str) -> tuple[Path, str, dict]:
+    """(path, display name, IR dict) of a catalog pipeline or a compiled pipeline YAML file.
+
+    Raises:
+        ValueError: an unknown pipeline, or a file that is not a compiled KFP pipeline
+            (not a mapping with ``pipelineInfo`` and ``root``: a component, a manifest).
+        yaml.YAMLError, UnicodeDecodeError, OSError: a file that cannot be read as YAML
+            (the CLI turns these into one line and exit 2).
+    """
+    import yaml
+
+    candidate = Path(pipeline)
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        with candidate.open(encoding="utf-8") as f:  # YAML errors then name the file
+            doc = next(iter(yaml.safe_load_all(f)), None)
+        if not isinstance(doc, dict) or "pipelineInfo" not in doc or "root" not in doc:
+            raise ValueError(f"{pipeline}: not a compiled KFP pipeline (no pipelineInfo and "
+                             "root); give a file `kfp-gpu compile` or kfp's compiler wrote")
+    path, name = build_compile.compiled_pipeline(pipeline)
+    spec = next(iter(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
+    return path, name, spec
+
+
+def arguments(name: str, spec: dict, params: list[str] | None) -> dict:
+    """``-p key=value`` items typed by the compiled spec; for a catalog pipeline also
+    checked against its parameter declaration (:func:`kfp_gpu.cluster.params.checked`).
+
+    Raises:
+        ValueError: unknown parameter, unparsable value or one outside its declared range.
+    """
+    from kfp_gpu.build import registry
+
+    raw = pipeline_params.split_pairs(params or [])
+    args = pipeline_params.typed(raw, pipeline_params.types_of_spec(spec))
+    if name in registry.PIPELINES:
+        pipeline_params.checked(name, raw)
+    return args
+
+
 def submit(pipeline: str, host: str, *, namespace: str | None = None,
            experiment: str = "kfp-gpu", params: list[str] | None = None,
            version: str | None = None, service_account: str | None = None,
@@ -152,20 +196,19 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
 
     Raises:
         ValueError: bad pipeline reference or parameters (before anything is uploaded).
+        KfpUnreachable: no answer from the KFP API (healthz).
         RuntimeError: the KFP API refused or failed a call (message has status and body),
             or its backend (healthz tag_name) is older than the pipeline needs.
     """
-    import yaml
-
-    path, name = build_compile.compiled_pipeline(pipeline)
-    spec = next(iter(yaml.safe_load_all(path.read_text())))
-    args = pipeline_params.typed(pipeline_params.split_pairs(params or []),
-                                 pipeline_params.types_of_spec(spec))
+    path, name, spec = load_spec(pipeline)
+    args = arguments(name, spec, params)
     version = version or default_version_name()
     token = token if token is not None else kfp_api.kfp_token()
     host = host.rstrip("/")
 
     health = kfp_api.kfp_health(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
+    if not health.reachable:
+        raise KfpUnreachable(f"the KFP API at {host} does not answer: {health.detail}")
     if not health.ok:
         raise RuntimeError(f"the KFP API at {host} does not answer: {health.detail}")
     too_old, unsure = kfp_api.version_problems(health.tag, kfp_api.backend_requirements(spec))

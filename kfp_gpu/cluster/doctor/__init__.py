@@ -24,11 +24,11 @@ from kfp_gpu.cluster.doctor.needs import (
 )
 from kfp_gpu.cluster.doctor.nodes import HAMI_NODE_ANNOTATION, hami_devices, hami_gpus
 from kfp_gpu.cluster.doctor.rbac import LAUNCHER_PERMISSIONS
-from kfp_gpu.cluster.doctor.report import build_report, gather
+from kfp_gpu.cluster.doctor.report import build_report, gather, read_kfp
 
 __all__ = [
     "DEFAULT_NAMESPACE", "DEFAULT_SERVICE_ACCOUNT", "HAMI_NODE_ANNOTATION", "KAI_QUEUE_CRD",
     "LAUNCHER_PERMISSIONS", "MPIJOB_COMPONENTS", "MPIJOB_CRD", "MPI_OPERATOR_RELEASE",
     "Access", "ClusterFacts", "Crd", "Needs", "Node", "Report", "build_report", "gather",
-    "hami_devices", "hami_gpus", "needs_from_pipeline", "needs_from_request",
+    "hami_devices", "hami_gpus", "needs_from_pipeline", "needs_from_request", "read_kfp",
 ]

@@ -10,6 +10,8 @@ from kfp_gpu import gpu
 from kfp_gpu.cluster.kfp_api import KfpHealth
 
 DEFAULT_NAMESPACE = "kubeflow"
+#: How :attr:`ClusterFacts.connect_error` starts when the API answered 401.
+UNAUTHORIZED = "unauthorized (HTTP 401)"
 #: KFP's runner account (standalone; multi-user: default-editor), bound by manifests/rbac.
 DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"
 
@@ -124,6 +126,12 @@ class ClusterFacts:
     access_error: str = ""
     pod_security: PodSecurityFacts = field(default_factory=PodSecurityFacts)
     connect_error: str = ""
+
+    @property
+    def unreachable(self) -> bool:
+        """No answer from the Kubernetes API at all, or no cluster configured (the CLI's exit
+        status 3); an API that answers 401 is reachable (:data:`UNAUTHORIZED`)."""
+        return bool(self.connect_error) and not self.connect_error.startswith(UNAUTHORIZED)
 
 
 @dataclass

@@ -14,7 +14,15 @@ import json
 import re
 
 from kfp_gpu import gpu
-from kfp_gpu.cluster.doctor.model import ClusterFacts, Needs, Node, Report, api_error, fmt
+from kfp_gpu.cluster.doctor.model import (
+    UNAUTHORIZED,
+    ClusterFacts,
+    Needs,
+    Node,
+    Report,
+    api_error,
+    fmt,
+)
 
 HAMI_NODE_ANNOTATION = "hami.io/node-nvidia-register"
 GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.count",
@@ -152,7 +160,7 @@ def read_nodes(api_client, facts: ClusterFacts) -> bool:
     except ApiException as e:
         facts.nodes_error = api_error(e)
         if e.status == 401:
-            facts.connect_error = "unauthorized (HTTP 401): check the kubeconfig credentials"
+            facts.connect_error = f"{UNAUTHORIZED}: check the kubeconfig credentials"
     except (urllib3.exceptions.HTTPError, OSError) as e:
         facts.connect_error = f"{type(e).__name__}: {e}"
         return False

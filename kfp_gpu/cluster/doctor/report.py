@@ -100,13 +100,20 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     launcher pod); else impersonate ``system:serviceaccount:<namespace>:<name>``.
     """
     facts = ClusterFacts(namespace=namespace)
+    # KFP first: its row is in the report even when the Kubernetes API does not answer
+    read_kfp(facts, kfp_host, kfp_token, kfp_ca_cert, kfp_verify)
     if not read_nodes(api_client, facts):
         return facts
     read_crds(api_client, facts)
     read_runtimes(api_client, facts)
     read_access(api_client, facts, service_account)
     read_pod_security(api_client, facts)
+    return facts
+
+
+def read_kfp(facts: ClusterFacts, kfp_host: str | None = None, kfp_token: str | None = None,
+             kfp_ca_cert: str | None = None, kfp_verify: bool = True) -> None:
+    """The KFP API's healthz into ``facts`` (nothing without ``kfp_host``; never raises)."""
     if kfp_host:
         facts.kfp_host = kfp_host
         facts.kfp = kfp_api.kfp_health(kfp_host, kfp_token, kfp_ca_cert, kfp_verify)
-    return facts

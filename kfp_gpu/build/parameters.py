@@ -1,0 +1,279 @@
+"""One declaration per pipeline parameter: its type, the values it accepts and what it means.
+
+Each pipeline module (``pipelines/<name>.py``) sets ``PARAMETERS = declare(...)``; from that
+one table
+
+- ``build()`` checks the ``@dsl.pipeline`` signature against it (every parameter declared,
+  same type, default accepted: :func:`check_signature`), so ``kfp-gpu compile`` refuses a
+  default outside its range;
+- ``kfp-gpu run --local`` and ``kfp-gpu submit`` check every ``-p key=value`` before any
+  task starts or anything is uploaded (:func:`validate`, through
+  :func:`kfp_gpu.cluster.params.checked`): a NaN learning rate, ``epochs=0`` or a dropout
+  of 1.5 end in one line naming the accepted range, not in a traceback from inside a task;
+- ``kfp-gpu params PIPELINE`` and docs/parameters.md show it (:func:`rows`).
+
+The components keep their own checks (defence in depth: a component can be used outside
+these pipelines). Types are the KFP IR parameter types (``pipeline_spec.proto``
+``ParameterType``: STRING, NUMBER_INTEGER, NUMBER_DOUBLE, BOOLEAN) that
+:mod:`kfp_gpu.cluster.params` parses ``-p`` text into.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+STRING, INTEGER, DOUBLE, BOOLEAN = "STRING", "NUMBER_INTEGER", "NUMBER_DOUBLE", "BOOLEAN"
+_TYPE_WORDS = {STRING: "text", INTEGER: "an integer", DOUBLE: "a number", BOOLEAN: "true or false"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One pipeline parameter.
+
+    Attributes:
+        name: the ``@dsl.pipeline`` argument.
+        type: KFP IR type (:data:`STRING`, :data:`INTEGER`, :data:`DOUBLE`, :data:`BOOLEAN`).
+        meaning: one line for ``--help``, the docs and error messages (with units).
+        low / high: inclusive bounds for numbers (None = unbounded); ``low_open`` /
+            ``high_open`` make them exclusive. Numbers must be finite (no NaN, no inf).
+        choices: the accepted texts (empty = any text).
+        required: text must be non-empty.
+        rule: for text, a check raising ``ValueError`` (e.g. a Kubernetes name rule of
+            :mod:`kfp_gpu.build.k8s_rules`), described by ``rule_words``.
+    """
+
+    name: str
+    type: str
+    meaning: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] = ()
+    required: bool = False
+    rule: Callable[[str], object] | None = None
+    rule_words: str = ""
+
+    def accepted(self) -> str:
+        """The accepted values in words, e.g. ``an integer >= 1``, ``a number in [0, 1)``."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        word = _TYPE_WORDS[self.type]
+        if self.type == STRING:
+            return self.rule_words or ("non-empty text" if self.required else "text")
+        if self.low is not None and self.high is not None:
+            return (f"{word} in {'(' if self.low_open else '['}{_num(self.low)}, "
+                    f"{_num(self.high)}{')' if self.high_open else ']'}")
+        if self.low is not None:
+            return f"{word} {'>' if self.low_open else '>='} {_num(self.low)}"
+        if self.high is not None:
+            return f"{word} {'<' if self.high_open else '<='} {_num(self.high)}"
+        return word
+
+    def problem(self, value) -> str | None:
+        """Why ``value`` is refused (None when accepted)."""
+        if self.type == BOOLEAN:
+            return None if isinstance(value, bool) else "not a boolean"
+        if self.type == STRING:
+            if not isinstance(value, str):
+                return "not text"
+            if self.choices and value not in self.choices:
+                return "not one of the choices"
+            if self.required and not value.strip():
+                return "empty"
+            try:
+                if self.rule is not None:
+                    self.rule(value)
+            except ValueError:
+                return "breaks its rule"
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "not a number"
+        if self.type == INTEGER and not isinstance(value, int):
+            return "not an integer"
+        if not math.isfinite(value):
+            return "not a finite number"
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return "too small"
+        if self.high is not None and (value > self.high
+                                      or (self.high_open and value == self.high)):
+            return "too large"
+        return None
+
+    def check(self, value) -> None:
+        """Raise ``ValueError`` (one line: name, value, accepted values, meaning) unless
+        ``value`` is accepted."""
+        if self.problem(value) is not None:
+            raise ValueError(f"parameter {self.name}={value!r} is refused: accepted is "
+                             f"{self.accepted()} ({self.meaning})")
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def integer(name: str, meaning: str, low: int | None = None, high: int | None = None) -> Param:
+    """An integer parameter in ``[low, high]``."""
+    return Param(name, INTEGER, meaning, low, high)
+
+
+def number(name: str, meaning: str, low: float | None = None, high: float | None = None,
+           *, low_open: bool = False, high_open: bool = False) -> Param:
+    """A finite float parameter between ``low`` and ``high`` (``*_open``: exclusive)."""
+    return Param(name, DOUBLE, meaning, low, high, low_open, high_open)
+
+
+def text(name: str, meaning: str, choices: Sequence[str] = (), required: bool = False,
+         rule: Callable[[str], object] | None = None, rule_words: str = "") -> Param:
+    """A string parameter (``choices``: the accepted values; ``required``: non-empty;
+    ``rule``: a check raising ``ValueError``, ``rule_words`` saying what it accepts)."""
+    return Param(name, STRING, meaning, choices=tuple(choices), required=required, rule=rule,
+                 rule_words=rule_words)
+
+
+def flag(name: str, meaning: str) -> Param:
+    """A boolean parameter."""
+    return Param(name, BOOLEAN, meaning)
+
+
+def declare(*params: Param) -> dict[str, Param]:
+    """Name -> :class:`Param`, in declaration order.
+
+    Raises:
+        ValueError: a name declared twice.
+    """
+    out: dict[str, Param] = {}
+    for p in params:
+        if p.name in out:
+            raise ValueError(f"parameter {p.name!r} declared twice")
+        out[p.name] = p
+    return out
+
+
+def validate(declared: Mapping[str, Param], values: Mapping[str, object]) -> None:
+    """Check typed pipeline arguments against the declaration.
+
+    Raises:
+        ValueError: an undeclared name (naming the accepted ones) or a refused value
+            (:meth:`Param.check`).
+    """
+    for key, value in values.items():
+        if key not in declared:
+            raise ValueError(f"unknown parameter {key!r}; accepted: "
+                             f"{', '.join(sorted(declared)) or '(none)'}")
+        declared[key].check(value)
+
+
+def _signature(pipeline) -> dict[str, tuple[str, object, bool]]:
+    """Name -> (IR type, default, has default) of a ``@dsl.pipeline`` (its component spec)."""
+    aliases = {"String": STRING, "Integer": INTEGER, "Float": DOUBLE, "Boolean": BOOLEAN}
+    out = {}
+    for k, v in (pipeline.component_spec.inputs or {}).items():
+        out[k] = (aliases.get(str(v.type), str(v.type)), v.default, bool(v.optional))
+    return out
+
+
+def check_signature(declared: Mapping[str, Param], pipeline) -> None:
+    """The ``@dsl.pipeline`` ``pipeline`` takes exactly the declared parameters, with the
+    declared types, and each default is accepted (called by every pipeline's ``build``, so
+    ``kfp-gpu compile`` refuses a bad default).
+
+    Raises:
+        ValueError: a parameter missing from either side, a type that differs, or a default
+            the declaration refuses.
+    """
+    sig = _signature(pipeline)
+    name = getattr(pipeline, "name", "pipeline")
+    missing, extra = sorted(set(sig) - set(declared)), sorted(set(declared) - set(sig))
+    if missing or extra:
+        raise ValueError(f"{name}: parameters not declared: {missing}; declared but not "
+                         f"parameters: {extra}")
+    for key, (ptype, default, _) in sig.items():
+        if declared[key].type != ptype:
+            raise ValueError(f"{name}: parameter {key} is {ptype} but declared "
+                             f"{declared[key].type}")
+        if default is not None:
+            declared[key].check(default)
+
+
+def module_of(pipeline_name: str):
+    """The pipeline module of catalog pipeline ``pipeline_name`` (imports it).
+
+    Raises:
+        ValueError: not a catalog pipeline (naming the accepted ones).
+    """
+    from kfp_gpu.build import registry
+
+    if pipeline_name not in registry.PIPELINES:
+        raise ValueError(f"unknown pipeline {pipeline_name!r}; accepted: "
+                         f"{', '.join(sorted(registry.PIPELINES))}")
+    return importlib.import_module(registry.PIPELINES[pipeline_name].partition(":")[0])
+
+
+def declared(pipeline_name: str) -> dict[str, Param]:
+    """The ``PARAMETERS`` declaration of catalog pipeline ``pipeline_name``.
+
+    Raises:
+        ValueError: not a catalog pipeline, or its module declares nothing.
+    """
+    mod = module_of(pipeline_name)
+    decl = getattr(mod, "PARAMETERS", None)
+    if not isinstance(decl, Mapping):
+        raise ValueError(f"pipeline {pipeline_name} declares no PARAMETERS")  # noqa: TRY004
+    return dict(decl)
+
+
+def missing(pipeline_name: str, given: Sequence[str]) -> None:
+    """Refuse a call of catalog pipeline ``pipeline_name`` that leaves out a parameter
+    without a default.
+
+    Raises:
+        ValueError: naming each missing parameter with its meaning and how to give it.
+    """
+    decl = declared(pipeline_name)
+    sig = _signature(module_of(pipeline_name).build())
+    absent = [k for k, (_, _, has_default) in sig.items() if not has_default and k not in given]
+    if absent:
+        raise ValueError(f"{pipeline_name} needs " + "; ".join(
+            f"-p {k}=... ({decl[k].meaning})" if k in decl else f"-p {k}=..."
+            for k in absent))
+
+
+def rows(pipeline_name: str) -> list[tuple[str, str, str, str, str]]:
+    """(name, type, default, accepted, meaning) per parameter, for ``kfp-gpu params`` and
+    docs/parameters.md. Default ``(required)`` when the pipeline gives none."""
+    mod = module_of(pipeline_name)
+    sig = _signature(mod.build())
+    out = []
+    for key, p in declared(pipeline_name).items():
+        _, default, has_default = sig.get(key, (p.type, None, False))
+        shown = ("(required)" if not has_default
+                 else repr(default) if p.type == STRING else str(default).lower()
+                 if p.type == BOOLEAN else _num(default) if p.type == DOUBLE else str(default))
+        out.append((key, _TYPE_WORDS[p.type].removeprefix("an ").removeprefix("a "),
+                    shown, p.accepted(), p.meaning))
+    return out
+
+
+def markdown(pipeline_name: str, table: list[tuple[str, ...]] | None = None) -> str:
+    """The parameters of ``pipeline_name`` as a Markdown section (docs/parameters.md)."""
+    table = table if table is not None else rows(pipeline_name)
+    out = [f"## {pipeline_name}", "", "| parameter | type | default | accepted | meaning |",
+           "|---|---|---|---|---|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in table]
+    return "\n".join(out) + "\n"
+
+
+def docs_page() -> str:
+    """docs/parameters.md: every catalog pipeline's parameters (a test keeps it current)."""
+    from kfp_gpu.build import registry
+
+    head = ("# Pipeline parameters\n\nGenerated from each pipeline's `PARAMETERS` declaration "
+            "(kfp_gpu/build/parameters.py) by `kfp-gpu params PIPELINE --markdown`; "
+            "`kfp-gpu run --local` and `kfp-gpu submit` refuse a value outside *accepted* "
+            "before any task starts (exit 2), and `kfp-gpu compile` refuses a default "
+            "outside it.\n")
+    return head + "".join("\n" + markdown(n) for n in sorted(registry.PIPELINES))

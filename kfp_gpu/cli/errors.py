@@ -1,0 +1,210 @@
+"""The one place where the CLI turns an exception into an exit status and one line.
+
+Exit statuses of every ``kfp-gpu`` command (README "Exit codes"; issue 22 item 10, the
+classes kubectl, docker and pip keep apart):
+
+====  ================================================================================
+0     ok
+1     the job ran and failed (a task, an MPIJob, a KFP run), or an internal error
+2     usage or input error: a bad option or parameter, a missing, unreadable or corrupt
+      file, a destination that cannot be written
+3     the cluster or the engine is unreachable (KFP API, Kubernetes API, Docker engine)
+130   interrupted by SIGINT (Ctrl-C); 143 by SIGTERM
+====  ================================================================================
+
+:func:`classify` maps an exception to ``(status, message)``; :class:`Group` (the typer app's
+click group) applies it to whatever a command raises, prints ``error: <message>`` on one
+line (stderr, red) and exits with the status -- the Python traceback only with
+``kfp-gpu -v`` (or a command's own ``-v``).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import typer
+from typer._click.exceptions import (
+    ClickException,  # typer 0.29 vendors click
+    NoArgsIsHelpError,
+)
+from typer._click.exceptions import UsageError as ClickUsageError
+from typer.core import TyperCommand, TyperGroup
+
+OK, FAILED, USAGE, UNREACHABLE, SIGINT, SIGTERM = 0, 1, 2, 3, 130, 143
+
+
+class CliError(Exception):
+    """An error with its exit status; the message is what the user sees."""
+
+    exit_code = USAGE
+
+
+class UsageError(CliError):
+    """Bad input: option, parameter, file (exit 2)."""
+
+    exit_code = USAGE
+
+
+class Unreachable(CliError):
+    """The cluster or the engine does not answer (exit 3)."""
+
+    exit_code = UNREACHABLE
+
+
+class JobFailed(CliError):
+    """The work ran and failed (exit 1)."""
+
+    exit_code = FAILED
+
+
+#: Whether a traceback goes with the one line (``kfp-gpu -v``; a command's own ``-v``).
+_state = {"verbose": False}
+
+
+def set_verbose(on: bool = True) -> None:
+    """Show tracebacks of errors from now on (the global ``-v`` and each command's)."""
+    if on:
+        _state["verbose"] = True
+
+
+def trace() -> None:
+    """With ``-v``: print the traceback of the exception being handled (for commands that
+    catch their own errors and exit with a status)."""
+    if _state["verbose"] and sys.exc_info()[0] is not None:
+        traceback.print_exc(file=sys.stderr)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its lines stripped and joined with ``' '``."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(exc).__mro__}
+
+
+#: Connection failures of the HTTP stacks under kfp, kubernetes and docker (by class, so
+#: none of them is imported to classify): requests.exceptions, urllib3.exceptions.
+_UNREACHABLE = {"requests.ConnectionError", "requests.Timeout", "urllib3.MaxRetryError",
+                "urllib3.NewConnectionError", "urllib3.ProtocolError",
+                "builtins.ConnectionError", "builtins.TimeoutError"}
+
+
+def _yaml_message(exc: BaseException) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = ""
+    if mark is not None:
+        name = "" if str(mark.name).startswith("<") else f"{mark.name}, "
+        where = f"{name}line {mark.line + 1}, column {mark.column + 1}: "
+    what = getattr(exc, "problem", None) or one_line(str(exc))
+    return f"invalid YAML: {where}{what}"
+
+
+def _os_message(exc: OSError) -> str:
+    what = exc.strerror or one_line(str(exc)) or type(exc).__name__
+    if exc.filename is not None:
+        return f"{what}: {exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "")
+    return what
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """``(exit status, one-line message)`` for an exception a command let through.
+
+    :class:`CliError` -> its own status; connection failures (requests/urllib3, a Docker
+    SDK "Error while fetching server API version", a Kubernetes ``ApiException`` with
+    status 0) -> 3; YAML errors, ``ValueError`` (JSON, Unicode decoding), ``OSError``
+    (missing file, no permission, not a directory, a bad gzip file), ``EOFError``
+    (truncated compressed file), a kubeconfig ``ConfigException`` -> 2; a Kubernetes or
+    KFP API refusal -> 1 with its status; anything else -> 1, ``internal error``.
+    """
+    names = _names(exc)
+    if isinstance(exc, CliError):
+        return exc.exit_code, one_line(str(exc))
+    if names & _UNREACHABLE or (
+            "docker.DockerException" in names
+            and ("API version" in str(exc) or "onnect" in str(exc))):
+        return UNREACHABLE, f"cannot connect: {one_line(str(exc))}"
+    if "kubernetes.ApiException" in names or "kfp_server_api.ApiException" in names:
+        status = getattr(exc, "status", 0)
+        if not status:
+            return UNREACHABLE, f"cannot connect: {one_line(getattr(exc, 'reason', exc))}"
+        return FAILED, f"the API refused: HTTP {status} {one_line(getattr(exc, 'reason', ''))}"
+    if "yaml.YAMLError" in names:
+        return USAGE, _yaml_message(exc)
+    if "kubernetes.ConfigException" in names:
+        return USAGE, f"invalid kubeconfig: {one_line(str(exc))}"
+    if isinstance(exc, UnicodeDecodeError):
+        return USAGE, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, ValueError):
+        return USAGE, one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, OSError):
+        return USAGE, _os_message(exc)
+    if isinstance(exc, EOFError):
+        return USAGE, f"truncated input: {one_line(str(exc)) or 'end of file too early'}"
+    if type(exc).__name__ == "error" and type(exc).__module__ == "zlib":
+        return USAGE, f"corrupt compressed data: {one_line(str(exc))}"
+    text = one_line(str(exc))
+    return FAILED, (f"internal error: {type(exc).__name__}" + (f": {text}" if text else "")
+                    + " (run with -v for the traceback)")
+
+
+def report(exc: BaseException) -> int:
+    """Print ``exc`` as the user sees it (the traceback first with ``-v``); its status."""
+    code, message = classify(exc)
+    if _state["verbose"]:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    return code
+
+
+def usage_line(exc: ClickException) -> str:
+    """A click usage error as one line, with where to look for help."""
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"error: {one_line(exc.format_message())}{hint}"
+
+
+class _Reporting:
+    """``main`` for a click command or group: every exit goes through :func:`classify`
+    (issue 22 item 12).
+
+    Click runs in non-standalone mode and this does what standalone mode would, but a usage
+    error is one line and any other exception is :func:`report`\\ ed: no traceback reaches
+    the terminal unless ``-v``.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        _state["verbose"] = False
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = code if isinstance(code, int) else OK
+        except typer.Exit as e:
+            code = e.exit_code
+        except typer.Abort:
+            typer.secho("error: aborted", fg=typer.colors.RED, err=True)
+            code = FAILED
+        except NoArgsIsHelpError as e:  # the help was the answer (printed by get_help)
+            if e.format_message().strip():
+                e.show()
+            code = e.exit_code
+        except ClickException as e:
+            typer.secho(usage_line(e) if isinstance(e, ClickUsageError)
+                        else f"error: {one_line(e.format_message())}", fg=typer.colors.RED,
+                        err=True)
+            code = e.exit_code
+        except Exception as e:  # noqa: BLE001 - the one place every error is reported
+            code = report(e)
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+
+class Group(_Reporting, TyperGroup):
+    """The ``kfp-gpu`` app's click group (``typer.Typer(cls=Group)``)."""
+
+
+class Command(_Reporting, TyperCommand):
+    """A one-command app's click command (``app.command(cls=Command)``), e.g.
+    ``python -m kfp_gpu.cli.train_resnet``."""
