@@ -31,9 +31,10 @@ DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
 #: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters);
 #: the ranges are components/shared/shards.py's and evaluate.py's checks made early.
 PARAMETERS = declare(
-    text("model_uri", "the Keras model to evaluate (folder or gs:// URI)", required=True),
+    text("model_uri", "the Keras model to evaluate (folder or gs:// URI)", required=True,
+         path_keywords=()),
     text("test_data_uri", "the test Dataset (a kfp-gpu Dataset folder or gs:// URI)",
-         required=True),
+         required=True, path_keywords=()),
     integer("num_shards", "shards (parallel tasks) the test set is cut into", 1),
     integer("batch_size", "prediction batch per step", 1),
     number("accuracy_threshold", "accuracy the whole set must reach to pass", 0, 1),

@@ -33,7 +33,7 @@ EVAL_BATCH_SIZE = 1024
 #: kfp_gpu/training/text_model.py), made early.
 PARAMETERS = declare(
     text("source", "reviews: keras:imdb, or a CSV/CSV.gz/Parquet file or gs:// URI",
-         required=True),
+         required=True, path_keywords=("keras:imdb",)),
     integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
     integer("num_words", "vocabulary size incl. padding and out-of-vocabulary tokens", 3),
     integer("maxlen", "tokens per review (the last ones kept)", 1),

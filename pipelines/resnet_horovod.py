@@ -35,7 +35,7 @@ LOCAL_DATA = ("source", "fashion-mnist")
 #: Kubernetes' rule for resource names (a qualified name, kfp_gpu.build.k8s_rules).
 PARAMETERS = declare(
     text("source", "images: fashion-mnist, synthetic, an IDX folder or .npz file",
-         required=True),
+         required=True, path_keywords=("fashion-mnist", "synthetic")),
     integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
     text("execution", "where the trainer runs (auto: cluster inside a KFP pod, else local)",
          ("auto", "local", "cluster")),

@@ -68,7 +68,7 @@ def C(argv: str | list[str], code: int, line: str, env: dict | None = None,
 RANGE = r"parameter {}=.* is refused: accepted is {}"
 IMDB = "run imdb-lstm --local -p "
 RESNET = "run resnet-horovod --local -p "
-FRAC = "run fractional-eval --local -p model_uri=m -p test_data_uri=t -p "
+FRAC = "run fractional-eval --local -p model_uri=/ -p test_data_uri=/ -p "
 GPU_FORMS = r"accepted: 'none', 'gpu:N"
 UNUSABLE = [
     # ---------------------------------------------------------------- front door
@@ -206,11 +206,20 @@ UNUSABLE = [
     C(FRAC + "batch_size=0", 2, RANGE.format("batch_size", "an integer >= 1")),
     C(FRAC + "accuracy_threshold=-0.1", 2,
       RANGE.format("accuracy_threshold", r"a number in \[0, 1\]")),
-    C("run fractional-eval --local -p model_uri= -p test_data_uri=t", 2,
+    C("run fractional-eval --local -p model_uri= -p test_data_uri=/", 2,
       RANGE.format("model_uri", "non-empty text")),
+    C(IMDB + "source=/nonexistent/reviews.csv.gz", 2, r"parameter source='/nonexistent/"
+      r"reviews.csv.gz': no such file or folder on this machine \(reviews: .*\); accepted: "
+      r"keras:imdb, a gs:// URI, an existing path"),
+    C(RESNET + "source=fashion_mnist", 2, r"parameter source='fashion_mnist': no such file or "
+      r"folder .*accepted: fashion-mnist, synthetic, a gs:// URI"),
+    C("run fractional-eval --local -p model_uri=/nonexistent/model -p test_data_uri=/", 2,
+      r"parameter model_uri='/nonexistent/model': no such file or folder on this machine"),
+    C("run fractional-eval --local -p model_uri=/ -p test_data_uri=nowhere", 2,
+      r"parameter test_data_uri='nowhere': no such file or folder"),
     C("run fractional-eval --local", 2, r"^error: fractional-eval needs -p model_uri=\.\.\. "
       r"\(the Keras model to evaluate \(folder or gs:// URI\)\); -p test_data_uri=\.\.\."),
-    C("run fractional-eval --local -p model_uri=m", 2, r"needs -p test_data_uri=\.\.\. \("),
+    C("run fractional-eval --local -p model_uri=/", 2, r"needs -p test_data_uri=\.\.\. \("),
     C("submit fractional-eval --host " + DEAD_URL, 2, r"fractional-eval needs -p model_uri"),
     C(["run", "imdb-lstm", "--local", "--gpu", ""], 2, r"empty GPU request"),
     C("run imdb-lstm --local --gpu gpu:64", 2, r"64 GPUs in one pod can never be scheduled"),

@@ -43,6 +43,9 @@ class Param:
         required: text must be non-empty.
         rule: for text, a check raising ``ValueError`` (e.g. a Kubernetes name rule of
             :mod:`kfp_gpu.build.k8s_rules`), described by ``rule_words``.
+        path_keywords: for text naming input data: the values that are not paths (e.g.
+            ``keras:imdb``); any other value without ``://`` must exist on this machine for
+            a local run (:func:`check_local_paths`). None = not a path.
     """
 
     name: str
@@ -56,6 +59,7 @@ class Param:
     required: bool = False
     rule: Callable[[str], object] | None = None
     rule_words: str = ""
+    path_keywords: tuple[str, ...] | None = None
 
     def accepted(self) -> str:
         """The accepted values in words, e.g. ``an integer >= 1``, ``a number in [0, 1)``."""
@@ -127,11 +131,14 @@ def number(name: str, meaning: str, low: float | None = None, high: float | None
 
 
 def text(name: str, meaning: str, choices: Sequence[str] = (), required: bool = False,
-         rule: Callable[[str], object] | None = None, rule_words: str = "") -> Param:
+         rule: Callable[[str], object] | None = None, rule_words: str = "",
+         path_keywords: Sequence[str] | None = None) -> Param:
     """A string parameter (``choices``: the accepted values; ``required``: non-empty;
-    ``rule``: a check raising ``ValueError``, ``rule_words`` saying what it accepts)."""
+    ``rule``: a check raising ``ValueError``, ``rule_words`` saying what it accepts;
+    ``path_keywords``: an input path, with the values that are not paths)."""
     return Param(name, STRING, meaning, choices=tuple(choices), required=required, rule=rule,
-                 rule_words=rule_words)
+                 rule_words=rule_words,
+                 path_keywords=None if path_keywords is None else tuple(path_keywords))
 
 
 def flag(name: str, meaning: str) -> Param:
@@ -165,6 +172,26 @@ def validate(declared: Mapping[str, Param], values: Mapping[str, object]) -> Non
             raise ValueError(f"unknown parameter {key!r}; accepted: "
                              f"{', '.join(sorted(declared)) or '(none)'}")
         declared[key].check(value)
+
+
+def check_local_paths(declared: Mapping[str, Param], values: Mapping[str, object]) -> None:
+    """For a run on this machine: every input-path parameter (``path_keywords``) names an
+    existing file or folder, a URI (``scheme://``) or one of its keywords.
+
+    Raises:
+        ValueError: naming the parameter, the path and what is accepted.
+    """
+    from pathlib import Path
+
+    for key, value in values.items():
+        p = declared.get(key)
+        if p is None or p.path_keywords is None or not isinstance(value, str) or not value:
+            continue
+        if value in p.path_keywords or "://" in value or Path(value).expanduser().exists():
+            continue
+        words = ", ".join([*p.path_keywords, "a gs:// URI", "an existing path"])
+        raise ValueError(f"parameter {key}={value!r}: no such file or folder on this machine "
+                         f"({p.meaning}); accepted: {words}")
 
 
 def _signature(pipeline) -> dict[str, tuple[str, object, bool]]:

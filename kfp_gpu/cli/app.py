@@ -160,7 +160,7 @@ def run_cmd(
         if summary_json:  # refused before the run, not after it (issue 22 item 4)
             local_run.check_writable_file(summary_json, "--summary-json")
         raw = params.split_pairs(param or [])
-        params.checked(pipeline, raw)  # every -p by its declaration (issue 22 item 6)
+        params.checked(pipeline, raw, local=True)  # every -p by its declaration (item 6)
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir, verbose=verbose, runner=runner)
     except interrupt.Interrupted as e:  # issue 22 item 1: 130 SIGINT, 143 SIGTERM

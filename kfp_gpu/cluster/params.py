@@ -78,10 +78,11 @@ def coerce(raw: str, ptype: str):
     return raw
 
 
-def checked(pipeline_name: str, raw: Mapping[str, str]) -> dict:
+def checked(pipeline_name: str, raw: Mapping[str, str], local: bool = False) -> dict:
     """``-p`` text values of catalog pipeline ``pipeline_name``, typed by its parameter
     declaration (``PARAMETERS``, :mod:`kfp_gpu.build.parameters`) and checked against it:
     what ``run --local`` and ``submit`` call before any task starts or anything is uploaded.
+    ``local``: the run is on this machine, so input paths must exist here too.
 
     Raises:
         ValueError: unknown pipeline or parameter, a value that does not parse as its type,
@@ -94,6 +95,8 @@ def checked(pipeline_name: str, raw: Mapping[str, str]) -> dict:
     values = typed(raw, {k: p.type for k, p in declared.items()})
     parameters.validate(declared, values)
     parameters.missing(pipeline_name, list(values))
+    if local:
+        parameters.check_local_paths(declared, values)
     return values
 
 
