@@ -18,7 +18,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Model
 
-from kfp_gpu.build.parameters import check_signature, declare, integer, number, text
+from kfp_gpu.build.parameters import check_signature, declare, documented, integer, number, text
 from kfp_gpu.components.combine_shards.component import combine_shards
 from kfp_gpu.components.evaluate_shard.component import evaluate_shard
 from kfp_gpu.components.plan_shards.component import plan_shards
@@ -70,6 +70,7 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
 
     @dsl.pipeline(name=NAME, description="Evaluate a Keras classifier on K shards of a test "
                   "set in parallel, each on a fraction of a GPU, and combine the metrics.")
+    @documented(PARAMETERS)  # meanings and ranges into the compiled YAML
     def fractional_eval(
         model_uri: str,
         test_data_uri: str,

@@ -9,7 +9,15 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 
 from kfp import dsl
 
-from kfp_gpu.build.parameters import check_signature, declare, flag, integer, number, text
+from kfp_gpu.build.parameters import (
+    check_signature,
+    declare,
+    documented,
+    flag,
+    integer,
+    number,
+    text,
+)
 from kfp_gpu.components.prep_text.component import prep_text
 from kfp_gpu.components.train_text_classifier.component import train_text_classifier
 from kfp_gpu.gpu import parse
@@ -65,6 +73,7 @@ def build(gpu: str = DEFAULT_GPU):
 
     @dsl.pipeline(name=NAME, description="Keras Embedding->LSTM->Dense sentiment classifier on "
                   "IMDB reviews: prep_text -> train_text_classifier (GPU) -> evaluate_classifier.")
+    @documented(PARAMETERS)  # meanings and ranges into the compiled YAML
     def imdb_lstm(
         source: str = "keras:imdb",
         max_rows_per_split: int = 0,

@@ -15,7 +15,15 @@ run time: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow Trainer v2 TrainJo
 from kfp import dsl
 
 from kfp_gpu.build import k8s_rules
-from kfp_gpu.build.parameters import check_signature, declare, flag, integer, number, text
+from kfp_gpu.build.parameters import (
+    check_signature,
+    declare,
+    documented,
+    flag,
+    integer,
+    number,
+    text,
+)
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
 from kfp_gpu.gpu import parse
@@ -84,6 +92,7 @@ def build(gpu: str = DEFAULT_GPU):
     @dsl.pipeline(name=NAME, description="Horovod ResNet on Fashion-MNIST (or synthetic "
                   "images) as a Kubeflow MPIJob: prep_images -> train_resnet_horovod -> "
                   "evaluate_classifier.")
+    @documented(PARAMETERS)  # meanings and ranges into the compiled YAML
     def resnet_horovod(
         source: str = "fashion-mnist",
         max_rows_per_split: int = 0,

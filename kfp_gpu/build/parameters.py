@@ -226,6 +226,21 @@ def check_signature(declared: Mapping[str, Param], pipeline) -> None:
             declared[key].check(default)
 
 
+def documented(declared: Mapping[str, Param]):
+    """Decorator for a pipeline function, applied under ``@dsl.pipeline``: its docstring's
+    ``Args:`` become each parameter's meaning and accepted values, which KFP's compiler
+    copies into the compiled YAML (``root.inputDefinitions.parameters.<name>.description``,
+    kfp 2.17 ``dsl/component_factory.py`` ``extract_component_interface`` reads the
+    docstring), so the KFP UI shows them where a run is started."""
+    def apply(func):
+        func.__doc__ = "Pipeline parameters.\n\nArgs:\n" + "".join(
+            f"    {p.name}: {p.meaning}; accepted: {p.accepted()}.\n"
+            for p in declared.values())
+        return func
+
+    return apply
+
+
 def module_of(pipeline_name: str):
     """The pipeline module of catalog pipeline ``pipeline_name`` (imports it).
 
