@@ -568,3 +568,19 @@ def test_compiled_yaml_carries_each_parameters_meaning_and_range(name):
     compiled = spec["root"]["inputDefinitions"]["parameters"]
     for key, p in parameters.declared(name).items():
         assert compiled[key]["description"] == f"{p.meaning}; accepted: {p.accepted()}."
+
+
+def test_a_training_failure_keeps_its_traceback_for_the_rank_log(monkeypatch):
+    """train-resnet runs on MPI ranks: a bad setting is one line, but a failure inside the
+    training is not a user error, so its traceback stays in the log."""
+    from kfp_gpu.training import horovod_train, worker_env
+
+    def crash(cfg):
+        raise RuntimeError("NCCL error: unhandled system error")
+
+    monkeypatch.setattr(worker_env, "load_worker_env", lambda: None)
+    monkeypatch.setattr(horovod_train, "run", crash)
+    res = CliRunner().invoke(app, ["train-resnet", "--data", "synthetic"])
+    assert res.exit_code == 1
+    assert "Traceback" in res.output and "NCCL error: unhandled system error" in res.output
+    assert res.output.rstrip().splitlines()[-1].startswith("error: internal error: RuntimeError")

@@ -108,6 +108,9 @@ def _os_message(exc: OSError) -> str:
     return what
 
 
+_VERBOSE_HINT = " (run with -v for the traceback)"
+
+
 def classify(exc: BaseException) -> tuple[int, str]:
     """``(exit status, one-line message)`` for an exception a command let through.
 
@@ -146,7 +149,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return USAGE, f"corrupt compressed data: {one_line(str(exc))}"
     text = one_line(str(exc))
     return FAILED, (f"internal error: {type(exc).__name__}" + (f": {text}" if text else "")
-                    + " (run with -v for the traceback)")
+                    + _VERBOSE_HINT)
 
 
 def report(exc: BaseException) -> int:
@@ -154,6 +157,7 @@ def report(exc: BaseException) -> int:
     code, message = classify(exc)
     if _state["verbose"]:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        message = message.replace(_VERBOSE_HINT, "")
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     return code
 

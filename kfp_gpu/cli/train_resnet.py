@@ -54,6 +54,11 @@ def train_resnet_command(
         cfg.resolved()
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
+    # Past the settings, a failure is the training's (TensorFlow, Horovod, MPI): its
+    # traceback goes to the rank's log with the one error line (kfp_gpu.cli.errors).
+    from kfp_gpu.cli import errors
+
+    errors.set_verbose(True)
     # The Worker's device-plugin env (HAMi limits, ...) reaches sshd-started ranks only
     # through this file (kfp_gpu.training.worker_env): load it before TensorFlow starts CUDA.
     from kfp_gpu.training.worker_env import load_worker_env
