@@ -276,6 +276,13 @@ def test_kfp_check_is_shown_when_the_kubernetes_api_does_not_answer(tmp_path):
     assert "cannot reach the Kubernetes API" in res.output
 
 
+def test_kfp_api_unreachable_is_exit_3(tmp_path):
+    with FakeCluster() as c:
+        res = run(c, tmp_path, "--kfp-host", "http://127.0.0.1:1")
+    assert res.exit_code == 3, res.output
+    assert re.search(r"^http://127.0.0.1:1 +FAILED ConnectionError", res.output, re.MULTILINE)
+
+
 def test_kubeconfig_that_is_not_yaml_is_one_line_exit_2(tmp_path):
     kc = tmp_path / "kubeconfig"
     kc.write_text("apiVersion: v1\nclusters: [\n")

@@ -45,7 +45,7 @@ def doctor_command(
 
     Exit status 0 when everything needed is there, 1 with the reasons otherwise, 2 for bad
     input (a kubeconfig that is missing or not YAML, a bad option), 3 when the Kubernetes
-    API cannot be reached (the report is printed first, with the KFP check if asked).
+    API or the KFP API (--kfp-host) does not answer (the report is printed first).
     """
     # The library is imported when the command runs (the CLI stays cheap to start).
     from kfp_gpu import gpu, kube
@@ -74,7 +74,7 @@ def doctor_command(
                               service_account=service_account or None, **kfp)
     report = doctor.build_report(facts, needs)
     typer.echo(report.render())
-    if facts.unreachable:
+    if facts.unreachable or (facts.kfp is not None and not facts.kfp.reachable):
         raise typer.Exit(3)
     if not report.ok:
         raise typer.Exit(1)
