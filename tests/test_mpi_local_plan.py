@@ -62,7 +62,7 @@ def test_plan_of_the_builders_mpijob():
     assert p.launcher.security.user == "1000:1000" and p.launcher.security.cap_add == ()
     root = lp.plan(built(run_as_user=0, run_as_group=0, fs_group=None)).workers[0]
     assert root.security.cap_add == ("IPC_LOCK",) and root.security.user == "0:0"
-    assert w0.shm_size == 2 * 2**30
+    assert w0.resources.shm_size == 2 * 2**30
     assert p.ssh_mount_path == "/home/mpiuser/.ssh" and p.ssh_key_mode == 0o644
 
 
@@ -302,7 +302,7 @@ def test_planned_containers_carry_the_cpu_shares():
     job = mpijob.build(MPIJobOptions.from_settings(
         name="shares", namespace="ci", image="img", program=("true",), workers=2))
     plan = lp.plan(job)
-    assert [w.cpu_shares for w in plan.workers] == [2, 2]
-    assert plan.launcher.cpu_shares == 512  # the builder's launcher_cpu 500m
+    assert [w.resources.cpu_shares for w in plan.workers] == [2, 2]
+    assert plan.launcher.resources.cpu_shares == 512  # the builder's launcher_cpu 500m
     with pytest.raises(ValueError, match="invalid cpu quantity 'lots'"):
         lp.cpu_shares({"resources": {"requests": {"cpu": "lots"}}})

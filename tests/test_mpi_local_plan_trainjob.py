@@ -70,7 +70,7 @@ def test_plan_of_the_builders_trainjob(runtime):
     # pod securityContext of the runtime; no IPC_LOCK for its uid 1000 (trainjob.py)
     assert w0.security.user == "1000:1000" and w0.security.group_add == ("1000",)
     assert w0.security.cap_add == () and la.security.cap_add == ()
-    assert w0.shm_size == la.shm_size == 2 * 2**30  # dshm sizeLimit from the patch
+    assert w0.resources.shm_size == la.resources.shm_size == 2 * 2**30  # dshm sizeLimit from the patch
     pvcs = (Mount("pvc", "shared", "/mnt/shared"), Mount("pvc", "data", "/data", True, "fm"))
     ssh_mount = Mount("ssh", "ssh", "/home/mpiuser/.ssh", True)
     assert w0.mounts == (*pvcs, ssh_mount)

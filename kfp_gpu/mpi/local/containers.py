@@ -131,10 +131,10 @@ class JobContainers:
             command=list(spec.command) if spec.command else None, name=spec.name,
             hostname=spec.name, environment=dict(spec.environment), user=spec.security.user,
             group_add=list(spec.security.group_add) or None,
-            cap_add=list(spec.security.cap_add) or None, shm_size=spec.shm_size,
+            cap_add=list(spec.security.cap_add) or None, shm_size=spec.resources.shm_size,
             mounts=mounts, tmpfs=tmpfs or None, working_dir=spec.working_dir,
             dns_search=list(spec.dns_search), labels=self.labels(spec.role), detach=True,
-            cpu_shares=spec.cpu_shares,
+            cpu_shares=spec.resources.cpu_shares,
             network=net, networking_config={
                 net: self.client.api.create_endpoint_config(aliases=list(spec.aliases))})
 

@@ -43,14 +43,24 @@ class Security:
 
 
 @dataclass(frozen=True)
+class Resources:
+    """What the local runner applies of a pod's resources: ``shm_size`` in bytes (the
+    Memory ``emptyDir`` at /dev/shm's ``sizeLimit``; None = Docker's default) and
+    ``cpu_shares``, the CFS weight the kubelet gives the container from its CPU request
+    (:func:`kfp_gpu.mpi.local.plan.cpu_shares`)."""
+
+    shm_size: int | None = None
+    cpu_shares: int = 2
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     """One pod of the job as a container (Docker SDK ``containers.run`` arguments).
 
     ``entrypoint`` is the Kubernetes ``command`` (None = the image's ENTRYPOINT) and
     ``command`` its ``args`` (None = the image's CMD), the usual Kubernetes/Docker mapping.
-    ``shm_size`` is in bytes (None = Docker's default), ``aliases`` are the DNS names on the
-    job network, ``dns_search`` the pod's search path. ``cpu_shares``: the CFS weight the
-    kubelet gives the container from its CPU request (:func:`kfp_gpu.mpi.local.plan.cpu_shares`).
+    ``resources``: /dev/shm size and CPU weight; ``aliases`` are the DNS names on the job
+    network, ``dns_search`` the pod's search path.
     """
 
     name: str
@@ -61,11 +71,10 @@ class ContainerSpec:
     environment: dict[str, str]
     working_dir: str | None = None
     security: Security = Security()
-    shm_size: int | None = None
+    resources: Resources = Resources()
     mounts: tuple[Mount, ...] = ()
     aliases: tuple[str, ...] = ()
     dns_search: tuple[str, ...] = ()
-    cpu_shares: int = 2
 
 
 @dataclass(frozen=True)

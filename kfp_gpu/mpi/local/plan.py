@@ -46,6 +46,7 @@ from kfp_gpu.mpi.local.model import (  # the plan's types, also reached as local
     ContainerSpec,
     LocalPlan,
     Mount,
+    Resources,
     RunPolicy,
     Security,
     SshSecret,
@@ -276,9 +277,9 @@ def pod_container(template: Mapping, pod: str, role: str, job: Mapping,
     return ContainerSpec(
         name=pod, role=role, image=c["image"], entrypoint=tuple(cmd) if cmd else None,
         command=tuple(args) if args else None, environment=env,
-        working_dir=c.get("workingDir"), security=security(spec, c), shm_size=shm,
-        mounts=tuple(mounts), aliases=aliases(pod, name, ns), dns_search=dns_search(name, ns, role),
-        cpu_shares=cpu_shares(c))
+        working_dir=c.get("workingDir"), security=security(spec, c),
+        resources=Resources(shm_size=shm, cpu_shares=cpu_shares(c)),
+        mounts=tuple(mounts), aliases=aliases(pod, name, ns), dns_search=dns_search(name, ns, role))
 
 
 def ssh_secret(spec: Mapping, notes: list[str]) -> SshSecret:

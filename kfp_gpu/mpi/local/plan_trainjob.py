@@ -57,6 +57,7 @@ from kfp_gpu.mpi.local.model import (
     Controller,
     LocalPlan,
     Mount,
+    Resources,
     RunPolicy,
     SshSecret,
 )
@@ -268,11 +269,11 @@ def pod_container(rjob: Mapping, pod: str, ctx: _Ctx, notes: list[str]) -> Conta
         name=pod, role=role, image=c["image"], entrypoint=tuple(cmd) if cmd else None,
         command=tuple(args) if args else None,
         environment=lp.container_env(c, pod, ctx.namespace, notes),
-        working_dir=c.get("workingDir"), security=lp.security(pod_spec, c), shm_size=shm,
+        working_dir=c.get("workingDir"), security=lp.security(pod_spec, c),
+        resources=Resources(shm_size=shm, cpu_shares=lp.cpu_shares(c)),
         mounts=tuple(mounts), aliases=lp.aliases(pod, ctx.subdomain, ctx.namespace),
         # no subdomain search entry: only mpi-operator appends one (local_plan.dns_search)
-        dns_search=lp.dns_search(ctx.subdomain, ctx.namespace, "launcher"),
-        cpu_shares=lp.cpu_shares(c))
+        dns_search=lp.dns_search(ctx.subdomain, ctx.namespace, "launcher"))
 
 
 def run_policy(job: Mapping, launcher: Mapping) -> RunPolicy:
