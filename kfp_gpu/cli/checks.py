@@ -14,55 +14,45 @@ from urllib.parse import urlsplit
 import typer
 
 
-def gpu(ctx: typer.Context, param, value: str | None) -> str | None:
-    """``--gpu``: None = the pipeline's own; else a request Kubernetes would accept."""
-    if value is None or ctx.resilient_parsing:
-        return value
-    from kfp_gpu.build import k8s_rules
+def _rule(check, *, empty_passes: bool = False, doc: str = ""):
+    """An option callback that runs the library rule ``check(value)`` (None passes; ''
+    too when ``empty_passes``) and turns its ValueError into ``typer.BadParameter``; the
+    value the rule returns (normalized) is the option's value when it returns one."""
+    def callback(ctx: typer.Context, param, value: str | None) -> str | None:
+        if value is None or (empty_passes and not value) or ctx.resilient_parsing:
+            return value
+        try:
+            out = check(value)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
+        return value if out is None or not isinstance(out, str) else out
+    callback.__doc__ = doc
+    return callback
 
-    try:
-        k8s_rules.gpu_request(value)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    return value
+
+def _k8s(name: str):
+    def check(value: str):
+        from kfp_gpu.build import k8s_rules
+
+        return getattr(k8s_rules, name)(value)
+    return check
 
 
-def registry(ctx: typer.Context, param, value: str | None) -> str | None:
-    """``--registry``: None = the default; else an image name prefix (not empty)."""
-    if value is None or ctx.resilient_parsing:
-        return value
+def _image_set(value: str) -> None:
     from kfp_gpu.build import images
 
-    try:
-        images.ImageSet(value)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    return value
+    images.ImageSet(value)
 
 
-def namespace(ctx: typer.Context, param, value: str | None) -> str | None:
-    """A namespace option: None = the default; else a DNS-1123 label."""
-    if value is None or ctx.resilient_parsing:
-        return value
-    from kfp_gpu.build import k8s_rules
-
-    try:
-        return k8s_rules.dns1123_label(value)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-
-
-def service_account(ctx: typer.Context, param, value: str | None) -> str | None:
-    """A ServiceAccount option: None / '' (where the command gives '' a meaning) pass; else a
-    DNS-1123 subdomain."""
-    if not value or ctx.resilient_parsing:
-        return value
-    from kfp_gpu.build import k8s_rules
-
-    try:
-        return k8s_rules.dns1123_subdomain(value)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+gpu = _rule(_k8s("gpu_request"),
+            doc="``--gpu``: None = the pipeline's own; else a request Kubernetes would accept.")
+registry = _rule(_image_set, doc="``--registry``: None = the default; else an image name "
+                 "prefix (not empty).")
+namespace = _rule(_k8s("dns1123_label"), doc="A namespace option: a DNS-1123 label.")
+service_account = _rule(_k8s("dns1123_subdomain"), empty_passes=True,
+                        doc="A ServiceAccount option: '' passes (where the command gives it "
+                        "a meaning); else a DNS-1123 subdomain.")
+image = _rule(_k8s("image_reference"), doc="An image reference option (None passes).")
 
 
 def url(ctx: typer.Context, param, value: str | None) -> str | None:
@@ -126,18 +116,6 @@ def kubeconfig(ctx: typer.Context, param, value: str | None) -> str | None:
         raise typer.BadParameter(f"{value} is not a kubeconfig: not a YAML mapping with "
                                  "clusters, users and contexts")
     return value
-
-
-def image(ctx: typer.Context, param, value: str | None) -> str | None:
-    """An image reference option (None passes)."""
-    if value is None or ctx.resilient_parsing:
-        return value
-    from kfp_gpu.build import k8s_rules
-
-    try:
-        return k8s_rules.image_reference(value)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
 
 
 def pvc(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
