@@ -215,6 +215,10 @@ def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = 
         print(f"error: no Docker engine answers at {host} (DOCKER_HOST): start one or set "
               f"DOCKER_HOST ({str(e).splitlines()[0][:160]})", file=sys.stderr)
         return EXIT_UNREACHABLE
+    if not replace and (runner.containers() or runner.jc.networks()):
+        raise ValueError(f"containers or network of {runner.plan.kind} {runner.key} exist "
+                         "already (an earlier run left them, or one is running): pass "
+                         "--replace to delete them first")
     got: list[int] = []
 
     def cancel(signum, frame):

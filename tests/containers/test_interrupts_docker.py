@@ -102,3 +102,24 @@ def test_run_local_signal_removes_the_job(docker_engine, horovod_image, tmp_path
     lines = [x for x in rest.splitlines() if x.startswith("interrupted")]
     assert len(lines) == 1 and f"{kind} ci.{name}" in lines[0], rest
     assert _labelled(docker_engine, f"ci.{name}") == ([], [])
+
+
+def test_run_local_over_a_leftover_job_is_one_line_exit_2(docker_engine, horovod_image,
+                                                         tmp_path):
+    """What an earlier run left (here its network) is named, with --replace as the way out."""
+    name = "lint-leftover"
+    opts = MPIJobOptions.from_settings(name=name, namespace="ci", image=horovod_image,
+                                       program=("true",), workers=1)
+    f = tmp_path / "job.yaml"
+    f.write_text(mpijob.to_yaml(mpijob.build(opts)), encoding="utf-8")
+    net = docker_engine.networks.create(f"kfp-gpu-h22-{name}",
+                                        labels={local_runner.JOB_LABEL: f"ci.{name}"})
+    try:
+        res = subprocess.run([KFP_GPU, "mpijob", "run-local", str(f)], capture_output=True,
+                             text=True, timeout=120, check=False)
+    finally:
+        net.remove()
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert len(errors) == 1 and "exist already" in errors[0] and "--replace" in errors[0]
+    assert "Traceback" not in res.stderr
