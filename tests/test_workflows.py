@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,10 @@ FILES = ("ci.yml", "release.yml")
 
 
 def _actionlint(*paths: Path) -> subprocess.CompletedProcess:
-    exe = shutil.which("actionlint") or str(Path(__file__).resolve().parents[1] / ".venv"
-                                            / "bin" / "actionlint")
-    if not Path(exe).exists():
+    # the dev extra's binary beside this Python first (its version is the pinned one)
+    exe = Path(sys.executable).parent / "actionlint"
+    exe = str(exe) if exe.exists() else shutil.which("actionlint") or ""
+    if not exe or not Path(exe).exists():
         pytest.fail("actionlint not installed (dev extra: pip install -e '.[dev]')")
     return subprocess.run([exe, "-no-color", "-shellcheck=", "-pyflakes=",
                            *map(str, paths)], capture_output=True, text=True, check=False,
