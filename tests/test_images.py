@@ -417,7 +417,8 @@ class _RegistryDouble:
     Docker-Content-Digest. The real registry is tests/containers/test_registry.py."""
 
     def __init__(self, manifests: dict[tuple[str, str], bytes], token: bool = True,
-                 head_digest: bool = True, token_basic: str | None = None):
+                 head_digest: bool = True, token_basic: str | None = None,
+                 get_digest: str | None = None):
         import hashlib
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -463,7 +464,9 @@ class _RegistryDouble:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/vnd.oci.image.index.v1+json")
                 if head_digest or self.command == "GET":
-                    self.send_header("Docker-Content-Digest", double.digests[(repo, tag)])
+                    sent = (get_digest if self.command == "GET" else None) \
+                        or double.digests[(repo, tag)]
+                    self.send_header("Docker-Content-Digest", sent)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if body:
@@ -544,6 +547,15 @@ def test_resolve_without_the_digest_header_hashes_the_manifest(registry_double):
     reg = registry_double(token=False, head_digest=False)
     got = digests.resolve(images.ImageSet(f"{reg.host}/ml"), ("launcher",))
     assert got["launcher"] == reg.digests[("ml/kfp-gpu-launcher", kfp_gpu.__version__)]
+
+
+def test_resolve_refuses_a_get_digest_that_is_not_the_body_s(registry_double):
+    from kfp_gpu.build import digests
+
+    reg = registry_double(token=False, head_digest=False, get_digest="sha256:" + "0" * 64)
+    with pytest.raises(digests.RegistryUnreachable, match="sent digest sha256:0+ for .*"
+                       "whose sha256 is sha256:"):
+        digests.resolve(images.ImageSet(f"{reg.host}/ml"), ("launcher",))
 
 
 def test_resolve_reports_a_missing_image_and_an_unreachable_registry(registry_double):

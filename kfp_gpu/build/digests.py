@@ -11,9 +11,11 @@ Protocol, as followed here:
 - ``HEAD /v2/<repository>/manifests/<tag>`` with ``Accept`` listing the OCI image index and
   manifest and the Docker v2 manifest list and manifest (:data:`MANIFEST_TYPES`): the
   response header ``Docker-Content-Digest`` is the digest (opencontainers/distribution-spec
-  v1.1.1 spec.md, "Pulling manifests", l. 144-179: Accept, Docker-Content-Digest, 404 when
-  the manifest is not found; l. 211: older registries may omit the header on HEAD, then a
-  ``GET`` and the sha256 of the body give it).
+  v1.1.1 spec.md: "Pulling manifests" l. 147-185 -- the Accept header l. 168, 404 when the
+  manifest is not found l. 185; "Checking if content exists" l. 204-213 -- HEAD, and the
+  header is a SHOULD, l. 213). Without it, a ``GET`` and the sha256 of the body give the
+  digest; a GET's header must match the body it came with (l. 182), or the answer is
+  refused.
 - Token auth: a ``401`` with ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``
   is answered by an anonymous ``GET realm?service=...&scope=repository:<repo>:pull``; the
   response's ``token`` (or ``access_token``) goes back as ``Authorization: Bearer``
@@ -208,10 +210,15 @@ def _digest(session, repository: str, tag: str, timeout_s: float) -> str:
                 session, resp.headers.get("WWW-Authenticate", ""), host, path, ref, timeout_s)
             resp = session.head(url, headers=headers, timeout=timeout_s, allow_redirects=True)
         if resp.ok and not resp.headers.get("Docker-Content-Digest"):
-            # registries before distribution-spec v1.1 need not send the header on HEAD
+            # the header is a SHOULD on HEAD: the manifest's own bytes tell
             resp = session.get(url, headers=headers, timeout=timeout_s, allow_redirects=True)
-            if resp.ok and not resp.headers.get("Docker-Content-Digest"):
-                return "sha256:" + hashlib.sha256(resp.content).hexdigest()
+            if resp.ok:
+                body = "sha256:" + hashlib.sha256(resp.content).hexdigest()
+                sent = resp.headers.get("Docker-Content-Digest", body).strip()
+                if sent != body:
+                    raise RegistryUnreachable(f"registry {host} sent digest {sent} for {ref} "
+                                              f"with a manifest whose sha256 is {body}")
+                return body
     except requests.RequestException as e:
         raise RegistryUnreachable(f"registry {host} unreachable ({_reason(e)}) for {ref}: "
                                   f"check the address, the network and that it serves "
