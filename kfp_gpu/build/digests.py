@@ -28,12 +28,13 @@ Protocol, as followed here:
   run (a private registry behind one: log in without the helper, or make the images
   readable).
 - Host and repository from the image name as docker splits it (distribution/reference
-  v0.6.0 normalize.go splitDockerDomain, l. 146-179: the first path component is the host
+  v0.6.0 normalize.go splitDockerDomain, l. 126-171: the first path component is the host
   when it is ``localhost`` or contains ``.`` or ``:``, else Docker Hub with ``library/``
   for one-component names; ``docker.io`` serves the API at ``registry-1.docker.io``).
-- Scheme: ``http`` for loopback hosts (127.0.0.0/8, ``::1``, ``localhost``: the registries
-  the Docker engine treats as insecure by default, moby registry/config.go
-  ``InsecureRegistryCIDRs``), ``https`` elsewhere.
+- Scheme: ``http`` for loopback hosts (127.0.0.0/8, ``::1``, and ``localhost``, which
+  resolves to them): the registries the Docker engine treats as insecure by default (Docker
+  Engine API, schema RegistryServiceConfig, ``InsecureRegistryCIDRs``: "local registries
+  (::1/128 and 127.0.0.0/8) are configured as insecure"); ``https`` elsewhere.
 
 Errors: :class:`ImageMissing` (the registry answers, the image or tag is not there: the CLI
 exits 2) and :class:`RegistryUnreachable` (no answer, a server error: exit 3).
