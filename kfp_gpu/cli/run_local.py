@@ -168,6 +168,50 @@ def _status_printer():
     return show
 
 
+def _runner_for(file, pvc, image, ready_timeout_s, runtime,
+                replace) -> local_runner.LocalMPIJobRunner | None:
+    """The runner for the job in ``file``, every input checked first; None (after one
+    ``error:`` line) when no Docker engine answers.
+
+    Raises:
+        ValueError: see :func:`run_local`.
+    """
+    import docker
+
+    job, runtime_obj = load_job(file, runtime)
+    if not image and (missing := missing_images(job, runtime_obj)):
+        raise ValueError(f"{file}: container {missing[0]} has no image (the API server "
+                         "would refuse its pods: spec.containers[0].image: Required value); "
+                         "set image in the file or pass --image")
+    try:
+        runner = local_runner.LocalMPIJobRunner(
+            job, runtime=runtime_obj, pvc_dirs=parse_pvc(pvc), image=image,
+            ready_timeout_s=ready_timeout_s, on_status=_status_printer())
+    except docker.errors.DockerException as e:
+        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        print(f"error: no Docker engine answers at {host} (DOCKER_HOST): start one or set "
+              f"DOCKER_HOST ({str(e).splitlines()[0][:160]})", file=sys.stderr)
+        return None
+    if not replace and (runner.containers() or runner.jc.networks()):
+        raise ValueError(f"containers or network of {runner.plan.kind} {runner.key} exist "
+                         "already (an earlier run left them, or one is running): pass "
+                         "--replace to delete them first")
+    return runner
+
+
+def _interrupted(runner: local_runner.LocalMPIJobRunner, signum: int) -> int:
+    """Remove the job after SIGINT/SIGTERM, say so in one line; ``128 + signum``."""
+    # a create sent before the signal may land after a first clean-up: clean twice
+    runner.delete()
+    runner.delete()
+    left = runner.containers() + runner.jc.networks()
+    print(f"interrupted ({signal.Signals(signum).name}): {runner.plan.kind} "
+          f"{runner.key} containers and network removed"
+          + (f"; {len(left)} left, remove them with docker rm -f" if left else "")
+          + "; kept nothing", file=sys.stderr)
+    return 128 + signum
+
+
 def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = None,
               replace: bool = False, keep: bool = False, ready_timeout_s: float = 120.0,
               runtime: str | Path | None = None) -> int:
@@ -201,24 +245,9 @@ def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = 
     import docker
     import requests
 
-    job, runtime_obj = load_job(file, runtime)
-    if not image and (missing := missing_images(job, runtime_obj)):
-        raise ValueError(f"{file}: container {missing[0]} has no image (the API server "
-                         "would refuse its pods: spec.containers[0].image: Required value); "
-                         "set image in the file or pass --image")
-    try:
-        runner = local_runner.LocalMPIJobRunner(
-            job, runtime=runtime_obj, pvc_dirs=parse_pvc(pvc), image=image,
-            ready_timeout_s=ready_timeout_s, on_status=_status_printer())
-    except docker.errors.DockerException as e:
-        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        print(f"error: no Docker engine answers at {host} (DOCKER_HOST): start one or set "
-              f"DOCKER_HOST ({str(e).splitlines()[0][:160]})", file=sys.stderr)
+    runner = _runner_for(file, pvc, image, ready_timeout_s, runtime, replace)
+    if runner is None:
         return EXIT_UNREACHABLE
-    if not replace and (runner.containers() or runner.jc.networks()):
-        raise ValueError(f"containers or network of {runner.plan.kind} {runner.key} exist "
-                         "already (an earlier run left them, or one is running): pass "
-                         "--replace to delete them first")
     got: list[int] = []
 
     def cancel(signum, frame):
@@ -238,16 +267,8 @@ def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = 
         runner.wait()
     except KeyboardInterrupt:
         got[:1] = got[:1] or [signal.SIGINT]
-        # a create sent before the signal may land after a first clean-up: clean twice
-        runner.delete()
         stop.set()
-        runner.delete()
-        left = runner.containers() + runner.jc.networks()
-        print(f"interrupted ({signal.Signals(got[0]).name}): {runner.plan.kind} "
-              f"{runner.key} containers and network removed"
-              + (f"; {len(left)} left, remove them with docker rm -f" if left else "")
-              + "; kept nothing", file=sys.stderr)
-        return 128 + got[0]
+        return _interrupted(runner, got[0])
     except docker.errors.ImageNotFound as e:
         print(f"error: image not in the Docker engine: {e.explanation or e}; build or pull "
               "it, or pass --image", file=sys.stderr)
