@@ -43,7 +43,8 @@ def run_local_command(
         "references (default: manifests/trainer/horovod-runtime.yaml of this checkout)."),
 ) -> None:
     """Run the MPIJob or TrainJob in FILE as local containers; exit 0 Succeeded/Complete,
-    1 Failed, 143 cancelled.
+    1 Failed, 2 bad input, 3 no Docker engine, 130 SIGINT / 143 SIGTERM (containers and
+    network removed).
 
     Raises:
         typer.Exit: with the runner's exit code; code 2 with the message on a ValueError
