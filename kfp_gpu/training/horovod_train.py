@@ -266,9 +266,12 @@ def finish(s: Session, cfg: HorovodConfig, loop: LoopResult, per_rank: dict) -> 
     if s.data is not None and len(s.data.x_test):
         evaluation = rt.evaluate(s.model, s.data.x_test, s.data.y_test, s.comm)
     gathered = s.comm.gather(per_rank, root=0)
+    # One write per line (end=""): ranks started by the image's sshd run with
+    # PYTHONUNBUFFERED, where print's text and its "\n" are two writes and the ranks' lines
+    # interleave in the Launcher's log (the METRICS line below is parsed from it).
     print(f"[rank {rank}/{size}] done: {per_rank['steps_run']} steps, "
-          f"{per_rank['img_per_sec']:.1f} img/sec, weights {per_rank['checksum']['sha256'][:12]}",
-          flush=True)
+          f"{per_rank['img_per_sec']:.1f} img/sec, weights {per_rank['checksum']['sha256'][:12]}"
+          "\n", end="", flush=True)
     if rank != 0:
         return None
     metrics = _metrics(s, cfg, loop, gathered, evaluation)
@@ -277,8 +280,8 @@ def finish(s: Session, cfg: HorovodConfig, loop: LoopResult, per_rank: dict) -> 
         metrics["model_dir"] = cfg.model_dir
     if cfg.metrics_path:
         rt.write_json(cfg.metrics_path, metrics)
-    print("METRICS " + json.dumps({k: v for k, v in metrics.items() if k != "ranks"}),
-          flush=True)
+    print("METRICS " + json.dumps({k: v for k, v in metrics.items() if k != "ranks"}) + "\n",
+          end="", flush=True)
     return metrics
 
 

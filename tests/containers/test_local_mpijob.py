@@ -44,7 +44,7 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
     code = ("from mpi4py import MPI; import os, socket; c = MPI.COMM_WORLD; "
             "s = c.allreduce(c.rank + 1); "
             "print(f'RANK {c.rank} {c.size} {s} {socket.gethostname()} {os.getuid()} "
-            "{os.getgid()}', flush=True)")  # one write per line (PYTHONUNBUFFERED ranks)
+            "{os.getgid()}\\n', end='', flush=True)")  # one write per line (see below)
     job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-smoke", namespace="ci", image=horovod_image, program=("python", "-c", code),
         workers=2, gpu="gpu:1", rdma=True, shm_size="256Mi"))
@@ -91,10 +91,11 @@ def test_ranks_sshd_starts_see_the_workers_device_env(docker_engine, horovod_ima
             "before = os.environ.get('CUDA_DEVICE_MEMORY_LIMIT_0', '-'); "
             "load_worker_env(); "
             # one write per line: the image's sshd sets PYTHONUNBUFFERED for ranks, where
-            # print(a, b, ...) writes piece by piece and two ranks' lines interleave
+            # print writes each piece and the newline separately and two ranks' lines
+            # interleave; so the whole line, newline included, goes out with end=''
             "print(' '.join(['RANK', socket.gethostname(), before, "
             "str(os.environ.get('CUDA_DEVICE_MEMORY_LIMIT_0')), "
-            "str(os.environ.get('NVIDIA_VISIBLE_DEVICES'))]), flush=True)")
+            "str(os.environ.get('NVIDIA_VISIBLE_DEVICES'))]) + '\\n', end='', flush=True)")
     job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-devenv", namespace="ci", image=horovod_image,
         program=("python", "-c", code), workers=2))
@@ -247,7 +248,7 @@ def test_run_local_command(docker_engine, horovod_image, tmp_path):
 
     code = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
             "open(f'/scratch/rank{c.rank}', 'w').write(socket.gethostname()); "
-            "print(f'RANK {c.rank} {socket.gethostname()}', flush=True)")
+            "print(f'RANK {c.rank} {socket.gethostname()}\\n', end='', flush=True)")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     os.chown(scratch, UID, UID)

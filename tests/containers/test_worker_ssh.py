@@ -152,7 +152,7 @@ def test_root_ssh_with_fs_group_mpirun_across_two_workers(docker_engine, horovod
     them, and mpirun reaches both Workers."""
     code = ("from mpi4py import MPI; import os, socket; c = MPI.COMM_WORLD; "
             "print(f'RANK {c.rank} {c.size} {c.allreduce(c.rank + 1)} {socket.gethostname()} "
-            "{os.getuid()}', flush=True)")
+            "{os.getuid()}\\n', end='', flush=True)")  # one write per line
     root = dataclasses.replace(ssh.ROOT_SSH, run_as_user=0, run_as_group=0, fs_group=1000)
     job = mpijob.build(MPIJobOptions.from_settings(
         name="lmpi-rootfs", namespace="ci", image=horovod_image,
