@@ -22,16 +22,10 @@ import urllib.request
 import pytest
 
 from tests.doubles.k8s_api import FakeKube
+from tests.test_k8s_double_trainer import wait_for
 
 NS = "ml"
 MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs"
-
-
-def wait_for(pred, timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
 
 
 @pytest.fixture

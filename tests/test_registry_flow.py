@@ -8,10 +8,7 @@ the environment at run time."""
 from __future__ import annotations
 
 import inspect
-import os
 import re
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -25,6 +22,7 @@ from kfp_gpu.build import images
 from kfp_gpu.cli import app
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, mpijob, trainjob
+from tests.test_trainer_runtime import _kustomize
 
 REGISTRY = "registry.example.com/ml"
 HOROVOD = f"{REGISTRY}/kfp-gpu-horovod:{__version__}"
@@ -118,16 +116,6 @@ def test_the_horovod_image_is_a_compiled_constant_and_reaches_launcher_and_worke
     for role in ("Launcher", "Worker"):
         assert [c["image"] for c in specs[role]["template"]["spec"]["containers"]] == [HOROVOD]
     assert job == mpijob.build(options_from(defaults["image"]))
-
-
-def _kustomize(path: Path) -> list[dict]:
-    exe = os.environ.get("KUBECTL") or shutil.which("kubectl")
-    if not exe:
-        pytest.fail("kubectl not found: install kubernetes-client or set KUBECTL")
-    out = subprocess.run([exe, "kustomize", str(path)], capture_output=True, text=True,
-                         timeout=120, check=False)
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 def test_the_trainjob_and_the_runtime_written_beside_it_use_the_registry():

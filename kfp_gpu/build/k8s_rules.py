@@ -23,10 +23,11 @@ import re
 
 from kfp_gpu import gpu
 
+# The DNS-1123 patterns the MPIJob builder already checks names with (one copy).
+from kfp_gpu.mpi.spec.names import DNS1123_LABEL as _DNS1123_LABEL
+from kfp_gpu.mpi.spec.names import DNS1123_SUBDOMAIN as _DNS1123_SUBDOMAIN
+
 _LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", re.ASCII)
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
-                                re.ASCII)
 LABEL_MAX, DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN_MAX = 63, 63, 253
 #: The most whole GPUs one pod may ask for: the largest GPU nodes hold 8 (HGX/DGX H100,
 #: B200) or 16 (DGX-2, HGX-2); a larger count can never be scheduled.

@@ -18,21 +18,12 @@ from kfp_gpu.cluster import local_docker
 from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
+from tests.test_interrupts import _wait_for
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600)]
 
 KFP_GPU = str(Path(sys.executable).with_name("kfp-gpu"))
 SLEEPER = ("python", "-c", "import time; print('up', flush=True); time.sleep(300)")
-
-
-def _until(proc: subprocess.Popen, marker: str, timeout: float = 300) -> list[str]:
-    seen, deadline = [], time.monotonic() + timeout
-    for line in proc.stdout:
-        seen.append(line.rstrip("\n"))
-        if marker in line:
-            return seen
-        assert time.monotonic() < deadline, seen
-    raise AssertionError(f"{marker!r} never came: {seen}")
 
 
 def _stop(proc: subprocess.Popen, sig: int) -> str:
@@ -59,7 +50,7 @@ def test_runner_docker_sigterm_removes_the_task_container(docker_engine, image, 
         cwd=tmp_path, env={**os.environ, "KFP_GPU_DATA_DIR": str(shared_data)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        seen = _until(proc, "[train-text-classifier] started")
+        seen = _wait_for(proc, "[train-text-classifier] started")
         deadline = time.monotonic() + 60
         while not _run_containers(docker_engine, proc.pid):  # the task's container is up
             assert time.monotonic() < deadline, seen
@@ -92,7 +83,7 @@ def test_run_local_signal_removes_the_job(docker_engine, horovod_image, tmp_path
     proc = subprocess.Popen([KFP_GPU, "mpijob", "run-local", str(f), "--image", horovod_image],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        seen = _until(proc, "up")  # rank output: the Launcher's mpirun started the program
+        seen = _wait_for(proc, "up")  # rank output: the Launcher's mpirun started the program
     except BaseException:
         proc.kill()
         raise
