@@ -14,8 +14,7 @@ handler for both signals which
 2. calls ``on_interrupt`` (e.g. remove the run's containers);
 3. raises :class:`Interrupted` in the main thread, as Python raises KeyboardInterrupt.
 
-Descendants are read from ``/proc/<pid>/stat`` (Linux); elsewhere only direct children
-are known to the caller.
+Descendants come from psutil (``Process.children(recursive=True)``).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 #: Seconds the tree gets between SIGTERM and SIGKILL.
 GRACE_S = 10.0
@@ -56,33 +54,20 @@ class Interrupted(KeyboardInterrupt):
         return f"interrupted ({signal.Signals(self.signum).name}): kept {kept}"
 
 
-def _ppid_map() -> dict[int, list[int]]:
-    """parent pid -> live (not zombie) child pids, from ``/proc/*/stat`` (man 5 proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields and fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    return children
-
-
 def descendants(pid: int | None = None) -> list[int]:
-    """Live descendant pids of ``pid`` (default: this process), zombies excluded."""
-    pid = os.getpid() if pid is None else pid
-    if not Path("/proc/self/stat").exists():  # pragma: no cover - not Linux
+    """Live descendant pids of ``pid`` (default: this process), zombies excluded
+    (psutil ``Process.children(recursive=True)``)."""
+    import psutil
+
+    try:
+        tree = psutil.Process(os.getpid() if pid is None else pid).children(recursive=True)
+    except psutil.NoSuchProcess:
         return []
-    tree, out, todo = _ppid_map(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
+    out = []
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
     return out
 
 
