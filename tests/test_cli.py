@@ -3,9 +3,9 @@
 import pytest
 from typer.testing import CliRunner
 
-from kfp_gpu.build import registry
+from kfp_gpu.build import params, registry
 from kfp_gpu.cli import app
-from kfp_gpu.cluster import local_run, params
+from kfp_gpu.local import run as local_run
 
 runner = CliRunner()
 

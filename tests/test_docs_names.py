@@ -78,3 +78,23 @@ def test_architecture_shows_the_three_rooms_and_where_to_change_things():
     assert resolves("kfp_gpu.mpi.spec.mpijob.worker_template")
     waits = rows["how the launcher waits (watch, timeouts, pending diagnosis)"]
     assert "`kfp_gpu/mpi/launch/watch.py`" in waits and resolves("kfp_gpu.mpi.launch.watch")
+
+
+def test_local_runs_have_their_own_room():
+    """Issue 30 item 5: local runs live in kfp_gpu/local (run, docker, interrupt, log), the
+    remote side in kfp_gpu/cluster; the picture and the tables say so, the old names are gone."""
+    for module in ("run", "docker", "interrupt", "log"):
+        assert resolves(f"kfp_gpu.local.{module}")
+        assert not (REPO / "kfp_gpu/cluster" / f"{module}.py").exists()
+    for old in ("local_run", "local_docker", "interrupt", "run_log", "params"):
+        assert not (REPO / "kfp_gpu/cluster" / f"{old}.py").exists()
+    assert resolves("kfp_gpu.build.params.checked")
+    text = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
+    assert "| `kfp_gpu/local/` |" in text and "| local/ (this machine)|" in text
+    assert "(cluster | local)" in text
+    docs = "\n".join(d.read_text(encoding="utf-8") for d in DOCS)
+    for stale in ("kfp_gpu.cluster.local_run", "kfp_gpu.cluster.local_docker", "local_run (",
+                  "kfp_gpu.cluster.run_log", "kfp_gpu.cluster.params", "kfp_gpu.cluster.interrupt"):
+        assert stale not in docs
+    toml = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"kfp_gpu.cluster | kfp_gpu.local"' in toml

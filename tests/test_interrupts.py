@@ -1,6 +1,6 @@
 """SIGINT/SIGTERM stop a local run's whole process tree (issue 22 items 1 and 2).
 
-The unit tests run :func:`kfp_gpu.cluster.interrupt.guard` in a child Python (signals and
+The unit tests run :func:`kfp_gpu.local.interrupt.guard` in a child Python (signals and
 the child-subreaper flag stay out of pytest's process). The ``slow`` tests start the real
 console script ``kfp-gpu run imdb-lstm --local`` on 1,000 reviews per split, wait for a
 task-start line, send the signal to the CLI's pid only (as a CI runner does) and check
@@ -27,7 +27,7 @@ KFP_GPU = Path(sys.executable).with_name("kfp-gpu")
 
 GUARD_SCRIPT = textwrap.dedent("""
     import os, signal, subprocess, sys, time
-    from kfp_gpu.cluster import interrupt
+    from kfp_gpu.local import interrupt
 
     with interrupt.guard(grace_s=2):
         try:
@@ -66,7 +66,7 @@ def test_guard_stops_every_descendant_then_raises(sig, code):
 
 
 def test_descendants_excludes_unrelated_processes():
-    from kfp_gpu.cluster import interrupt
+    from kfp_gpu.local import interrupt
 
     with subprocess.Popen(["sleep", "30"]) as child:
         try:

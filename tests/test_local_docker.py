@@ -7,7 +7,8 @@ import stat
 import pytest
 
 from kfp_gpu.build import images
-from kfp_gpu.cluster import local_docker, local_run
+from kfp_gpu.local import docker as local_docker
+from kfp_gpu.local import run as local_run
 
 
 def test_unknown_runner_is_rejected_with_accepted_values():

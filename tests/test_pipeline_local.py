@@ -9,7 +9,7 @@ import pytest
 from kfp import components, dsl, local
 
 from kfp_gpu.build.compile import package_dir
-from kfp_gpu.cluster import local_run
+from kfp_gpu.local import run as local_run
 
 
 @pytest.mark.slow

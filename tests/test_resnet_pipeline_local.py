@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kfp_gpu.cluster import local_run
+from kfp_gpu.local import run as local_run
 
 
 @pytest.mark.mpi

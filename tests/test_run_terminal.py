@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kfp_gpu.cluster import run_log
+from kfp_gpu.local import log as run_log
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,7 +153,7 @@ def test_summary_json_destination_refused_before_the_run(tmp_path, dest):
 
 
 def test_pipeline_root_that_cannot_be_created_is_refused(tmp_path):
-    from kfp_gpu.cluster import local_run
+    from kfp_gpu.local import run as local_run
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="--pipeline-root"):
@@ -164,7 +164,7 @@ def test_pipeline_root_that_cannot_be_created_is_refused(tmp_path):
 
 
 def test_write_summary_is_atomic(tmp_path, monkeypatch):
-    from kfp_gpu.cluster import local_run
+    from kfp_gpu.local import run as local_run
 
     dest = tmp_path / "s.json"
     dest.write_text('{"old": 1}')

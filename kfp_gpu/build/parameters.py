@@ -8,14 +8,14 @@ one table
   default outside its range;
 - ``kfp-gpu run --local`` and ``kfp-gpu submit`` check every ``-p key=value`` before any
   task starts or anything is uploaded (:func:`validate`, through
-  :func:`kfp_gpu.cluster.params.checked`): a NaN learning rate, ``epochs=0`` or a dropout
+  :func:`kfp_gpu.build.params.checked`): a NaN learning rate, ``epochs=0`` or a dropout
   of 1.5 end in one line naming the accepted range, not in a traceback from inside a task;
 - ``kfp-gpu params PIPELINE`` and docs/parameters.md show it (:func:`rows`).
 
 The components keep their own checks (defence in depth: a component can be used outside
 these pipelines). Types are the KFP IR parameter types (``pipeline_spec.proto``
 ``ParameterType``: STRING, NUMBER_INTEGER, NUMBER_DOUBLE, BOOLEAN) that
-:mod:`kfp_gpu.cluster.params` parses ``-p`` text into.
+:mod:`kfp_gpu.build.params` parses ``-p`` text into.
 """
 
 from __future__ import annotations

@@ -149,12 +149,14 @@ def run_cmd(
     if not local:
         _fail("only --local runs are supported by `run`; to run on a cluster use "
               "`kfp-gpu submit PIPELINE --host URL`")
-    from kfp_gpu.cluster import local_run, params
+    from kfp_gpu.build import params
+    from kfp_gpu.local import run as local_run
 
     errors.set_verbose(verbose)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(message)s")
-    from kfp_gpu.cluster import interrupt, local_docker
+    from kfp_gpu.local import docker as local_docker
+    from kfp_gpu.local import interrupt
 
     try:
         if summary_json:  # refused before the run, not after it (issue 22 item 4)
@@ -178,7 +180,7 @@ def run_cmd(
 
 
 def _print_summary(s: dict) -> None:
-    from kfp_gpu.cluster import run_log
+    from kfp_gpu.local import log as run_log
 
     for line in run_log.summary_lines(s):
         typer.secho(line, bold=line.startswith(("\n", "test accuracy")))

@@ -1,2 +1,2 @@
-"""Where pipelines run: Kubernetes and KFP API access, ``kfp-gpu doctor``, ``kfp-gpu submit``
-and local runs with ``kfp.local``."""
+"""Where pipelines run remotely: Kubernetes and KFP API access, ``kfp-gpu doctor`` and
+``kfp-gpu submit``. Local runs have their own room, :mod:`kfp_gpu.local`."""

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from kfp_gpu import __version__
 from kfp_gpu.build import compile as build_compile
+from kfp_gpu.build import params as pipeline_params
 from kfp_gpu.cluster import kfp_api
-from kfp_gpu.cluster import params as pipeline_params
 
 
 class KfpUnreachable(ConnectionError):
@@ -171,7 +171,7 @@ def load_spec(pipeline: str) -> tuple[Path, str, dict]:
 
 def arguments(name: str, spec: dict, params: list[str] | None) -> dict:
     """``-p key=value`` items typed by the compiled spec; for a catalog pipeline also
-    checked against its parameter declaration (:func:`kfp_gpu.cluster.params.checked`).
+    checked against its parameter declaration (:func:`kfp_gpu.build.params.checked`).
 
     Raises:
         ValueError: unknown parameter, unparsable value or one outside its declared range.

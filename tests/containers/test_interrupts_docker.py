@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kfp_gpu.cluster import local_docker
+from kfp_gpu.local import docker as local_docker
 from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions

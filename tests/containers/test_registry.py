@@ -197,7 +197,7 @@ def test_component_runs_from_the_pinned_reference(registry, pushed, pinned_dir,
     ``<registry>/kfp-gpu-trainer@sha256:...`` from the registry and the task succeeds."""
     from kfp import components, local
 
-    from kfp_gpu.cluster import local_docker
+    from kfp_gpu.local import docker as local_docker
 
     pinned = f"{registry}/kfp-gpu-trainer@{pushed['trainer']}"
     spec = pinned_dir / "components" / "prep_text" / "component.yaml"

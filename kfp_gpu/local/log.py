@@ -158,7 +158,7 @@ def _path_exists(uri: str) -> bool:
 
 
 def summary_lines(s: dict) -> list[str]:
-    """The run summary of :func:`kfp_gpu.cluster.local_run.run`'s result, as terminal lines
+    """The run summary of :func:`kfp_gpu.local.run.run`'s result, as terminal lines
     (issue 22 item 5): outputs in name order; an artifact's path only when a file or folder
     is there (KFP gives metadata-only artifacts such as ``system.Metrics`` a ``uri`` but
     writes no file: kfp/dsl/types/artifact_types.py); training figures only when measured

@@ -10,9 +10,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from kfp_gpu.build import params as params_mod
 from kfp_gpu.build import registry
-from kfp_gpu.cluster import interrupt, local_docker, run_log
-from kfp_gpu.cluster import params as params_mod
+from kfp_gpu.local import docker as local_docker
+from kfp_gpu.local import interrupt
+from kfp_gpu.local import log as run_log
 
 DATA_DIR_ENV = "KFP_GPU_DATA_DIR"
 RUNNERS = ("subprocess", "docker")
@@ -37,9 +39,9 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
 
     The terminal shows one line per task start/end and the components' progress lines;
     every line of every task is kept in ``<pipeline_root>/logs/<name>-<UTC time>/<task>.log``
-    (:mod:`kfp_gpu.cluster.run_log`). ``verbose`` shows every line on the terminal too.
+    (:mod:`kfp_gpu.local.log`). ``verbose`` shows every line on the terminal too.
 
-    ``runner="docker"`` runs every task in its image (:mod:`kfp_gpu.cluster.local_docker`).
+    ``runner="docker"`` runs every task in its image (:mod:`kfp_gpu.local.docker`).
 
     Returns:
         ``{"pipeline", "seconds", "pipeline_root", "log_dir", "tasks": {task: [status,
@@ -48,7 +50,7 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     A temp folder per run is the tasks' ``$TMPDIR`` and kfp.local's workspace, removed
     afterwards (:func:`_run_tmpdir`). SIGINT/SIGTERM stop every task process (and, under
     docker, remove the run's containers), remove the unfinished tasks' outputs and raise
-    :class:`kfp_gpu.cluster.interrupt.Interrupted` naming what was kept.
+    :class:`kfp_gpu.local.interrupt.Interrupted` naming what was kept.
 
     Raises:
         ValueError: unknown pipeline, runner or parameter; a pipeline root that cannot be
