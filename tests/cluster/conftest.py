@@ -1,0 +1,79 @@
+"""Fixtures for tests on the real control plane (marker ``cluster``): see README.md here.
+
+``plane`` is one control plane per test session: the one ``make cluster-up`` left running
+when ``KFP_GPU_CLUSTER_DIR`` names its folder and it holds a kubeconfig, else one brought
+up in a temporary folder and taken down when the session ends. Binaries come from
+scripts/control-plane/build.sh; where they are absent the tests are skipped with that
+reason, and with ``CI=true`` they fail instead (CI builds them first).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import controlplane, kube
+from tests.containers.conftest import in_ci
+
+HERE = Path(__file__).resolve().parent
+
+
+def unavailable(reason: str) -> None:
+    """Fail under CI (the cluster tests must run there), skip elsewhere; never returns."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: the cluster tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/cluster carries the ``cluster`` marker."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory) -> Iterator[controlplane.Plane]:
+    """The running control plane (see the module doc)."""
+    shared = os.environ.get("KFP_GPU_CLUSTER_DIR")
+    if shared and (Path(shared) / "kubeconfig").exists():
+        try:
+            yield controlplane.attach(Path(shared))
+        except controlplane.Unavailable as e:
+            unavailable(str(e))
+        return
+    try:
+        controlplane.binaries()
+    except controlplane.Unavailable as e:
+        unavailable(str(e))
+    where = tmp_path_factory.mktemp("control-plane")
+    p = controlplane.up(where, name=f"kfp-gpu-{uuid.uuid4().hex[:6]}")
+    try:
+        yield p
+    finally:
+        controlplane.down(where, p.name)
+
+
+@pytest.fixture(scope="session")
+def api(plane):
+    """A ``kubernetes.client.ApiClient`` for the plane's admin kubeconfig."""
+    from kfp_gpu.kube import api_client
+
+    c = api_client(str(plane.kubeconfig))
+    yield c
+    c.close()
+
+
+@pytest.fixture()
+def namespace(plane, api, request) -> Iterator[str]:
+    """A namespace of this test's own, deleted afterwards (not waited for)."""
+    base = request.node.name.lower().replace("_", "-")
+    ns = f"t-{''.join(c for c in base if c.isalnum() or c == '-')[:40].strip('-')}-" \
+         f"{uuid.uuid4().hex[:5]}"
+    kube.create_namespace(api, ns)
+    yield ns
+    kube.delete_namespace(api, ns)

@@ -1,0 +1,327 @@
+"""The test control plane: the real kube-apiserver, kube-controller-manager, kube-scheduler
+and etcd (Kubernetes v1.36.3) with kwok nodes, and the real mpi-operator (v0.8.2), all built
+from their pinned Go modules by scripts/control-plane/build.sh and run on loopback.
+
+    python -m tests.cluster.controlplane up [--dir D]    # prints the kubeconfig path
+    python -m tests.cluster.controlplane down [--dir D]  # stops what up started, by pid
+    (make cluster-up / make cluster-down)
+
+How it is put together (../shared/CONTROL_PLANE.md is the recipe; each step names its
+upstream source):
+
+- kwokctl (sigs.k8s.io/kwok@v0.8.0) ``create cluster --runtime binary`` with every binary
+  given as a local path (pkg/kwokctl/runtime/file.go: a path that exists is used as is, no
+  download): etcd, kube-apiserver (secure port, ``--authorization-mode=Node,RBAC``:
+  pkg/kwokctl/components/kube_apiserver.go), kube-controller-manager (all default
+  controllers: Job, garbage collector, ResourceClaim, service-account token ...),
+  kube-scheduler with a second profile :data:`GANG_SCHEDULER` (mpi-operator's
+  ``--gang-scheduling=<name>`` sets every pod's schedulerName to it), kwok-controller with
+  the stages of :mod:`tests.cluster.stages`; kubectl (built from the same release) on PATH,
+  as kwokctl needs it (pkg/kwokctl/runtime/cluster_tools.go).
+- The seven fake GPU nodes of :mod:`tests.cluster.nodes`.
+- The MPIJob CRD of mpi-operator v0.8.2 (manifests/base/kubeflow.org_mpijobs.yaml) and
+  scheduler-plugins' PodGroup CRD (v0.34.7, the version mpi-operator v0.8.2 requires),
+  server-side applied from the Go module cache.
+- mpi-operator out of cluster (cmd/mpi-operator/app/options/options.go flags;
+  ``KUBECONFIG`` env; leader election always on, in ``--lock-namespace``).
+
+Every process is started in its own session and stopped by its pid (kwokctl keeps the
+pids of the ones it started and stops them on ``delete cluster``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.cluster import modules, nodes, stages
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "scripts" / "control-plane" / "build.sh"
+DEFAULT_DIR = Path(os.environ.get("KFP_GPU_CLUSTER_DIR",
+                                  Path.home() / ".cache" / "kfp-gpu" / "cluster"))
+#: The second kube-scheduler profile (same plugins as default-scheduler).
+GANG_SCHEDULER = "kfp-gpu-gang-scheduler"
+TIER1 = ("k8s", "etcd", "kwok", "mpi-operator")
+
+
+class Unavailable(RuntimeError):
+    """The control plane cannot be brought up here (binaries not built, no go)."""
+
+
+@dataclass
+class Plane:
+    """A running control plane: its folder, cluster name and kubeconfig."""
+
+    dir: Path
+    name: str = "kfp-gpu"
+    bins: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def workdir(self) -> Path:
+        return self.dir / "kwok"
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    def env(self) -> dict[str, str]:
+        """Environment for kubectl/kwokctl/operators: KUBECONFIG, KWOK_WORKDIR, PATH."""
+        e = dict(os.environ, KUBECONFIG=str(self.kubeconfig), KWOK_WORKDIR=str(self.workdir))
+        if "k8s" in self.bins:
+            e["PATH"] = f"{self.bins['k8s']}{os.pathsep}{e.get('PATH', '')}"
+        return e
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run the built kubectl against this plane."""
+        return subprocess.run([str(self.bins["k8s"] / "kubectl"), *args], env=self.env(),
+                              input=input, capture_output=True, text=True, check=check,
+                              timeout=timeout)
+
+    def apply(self, docs: list[dict]) -> None:
+        """Server-side apply (field manager ``kfp-gpu-tests``) of ``docs``."""
+        text = yaml.safe_dump_all(docs)
+        self.kubectl("apply", "--server-side", "--force-conflicts",
+                     "--field-manager=kfp-gpu-tests", "-f", "-", input=text)
+
+    # ------------------------------------------------------------ processes
+    def pid_file(self, name: str) -> Path:
+        return self.dir / "pids" / f"{name}.pid"
+
+    def start_process(self, name: str, argv: list[str]) -> int:
+        """Start ``argv`` in its own session, log in logs/<name>.log, pid in pids/."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.pid_file(name).parent.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / f"{name}.log", "ab") as log:
+            p = subprocess.Popen(argv, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file(name).write_text(str(p.pid))
+        return p.pid
+
+    def stop_process(self, name: str, grace_s: float = 10.0) -> None:
+        """SIGTERM the process recorded as ``name`` (its session), SIGKILL after grace_s."""
+        f = self.pid_file(name)
+        if not f.exists():
+            return
+        pid = int(f.read_text())
+        _signal_group(pid, signal.SIGTERM)
+        end = time.monotonic() + grace_s
+        while time.monotonic() < end and _alive(pid):
+            time.sleep(0.1)
+        if _alive(pid):
+            _signal_group(pid, signal.SIGKILL)
+        f.unlink(missing_ok=True)
+
+    def running(self, name: str) -> bool:
+        f = self.pid_file(name)
+        return f.exists() and _alive(int(f.read_text()))
+
+    # ------------------------------------------------------------ operators
+    def start_mpi_operator(self, gang_scheduling: str = "") -> None:
+        """mpi-operator v0.8.2 out of cluster, waiting until it leads (its Lease)."""
+        argv = [str(self.bins["mpi-operator"] / "mpi-operator"),
+                "--lock-namespace=mpi-operator", "--kube-api-qps=50", "--kube-api-burst=100",
+                "--threadiness=2"]
+        if gang_scheduling:
+            argv.append(f"--gang-scheduling={gang_scheduling}")
+        self.start_process("mpi-operator", argv)
+        self.wait_for_lease("mpi-operator", "mpi-operator", "mpi-operator")
+
+    def wait_for_lease(self, ns: str, lease: str, process: str, timeout: float = 90) -> None:
+        """Wait until Lease ns/lease has a holder; the process must stay alive meanwhile."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not self.running(process):
+                raise RuntimeError(f"{process} exited: see {self.logs / (process + '.log')}")
+            r = self.kubectl("get", "lease", "-n", ns, lease, "-o",
+                             "jsonpath={.spec.holderIdentity}", check=False)
+            if r.returncode == 0 and r.stdout.strip():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"{process} did not take Lease {ns}/{lease} in {timeout:.0f} s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers kill(0): reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+# ---------------------------------------------------------------- binaries
+def binaries(tools: tuple[str, ...] = TIER1) -> dict[str, Path]:
+    """{tool: folder of its built binaries}; raises :class:`Unavailable` naming the missing."""
+    out, missing = {}, []
+    for t in tools:
+        r = subprocess.run(["bash", str(BUILD), "--dir", t], capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip():
+            out[t] = Path(r.stdout.strip())
+        else:
+            missing.append(t)
+    if missing:
+        raise Unavailable(f"control-plane binaries not built: {', '.join(missing)} "
+                          f"(bash scripts/control-plane/build.sh {' '.join(missing)})")
+    return out
+
+
+# ---------------------------------------------------------------- up / down
+def _kwokctl_config(plane: Plane) -> Path:
+    """The kwokctl configuration file: the stages, one document each."""
+    path = plane.dir / "kwokctl.yaml"
+    conf = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
+            "options": {"runtime": "binary"}}
+    path.write_text(yaml.safe_dump_all([conf, *stages.all_stages()]))
+    return path
+
+
+def _scheduler_config(plane: Plane) -> Path:
+    """kube-scheduler config with profiles default-scheduler and :data:`GANG_SCHEDULER`
+    (kubescheduler.config.k8s.io/v1; kwokctl fills in clientConnection.kubeconfig:
+    pkg/kwokctl/runtime/binary/cluster_kube_scheduler.go)."""
+    path = plane.dir / "kube-scheduler.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": GANG_SCHEDULER}],
+    }))
+    return path
+
+
+def _create_cluster(plane: Plane) -> None:
+    b = plane.bins
+    argv = [str(b["kwok"] / "kwokctl"), "create", "cluster", "--name", plane.name,
+            "--runtime", "binary", "--wait", "3m", "--kubeconfig", str(plane.kubeconfig),
+            "--etcd-binary", str(b["etcd"] / "etcd"),
+            "--kube-apiserver-binary", str(b["k8s"] / "kube-apiserver"),
+            "--kube-controller-manager-binary", str(b["k8s"] / "kube-controller-manager"),
+            "--kube-scheduler-binary", str(b["k8s"] / "kube-scheduler"),
+            "--kwok-controller-binary", str(b["kwok"] / "kwok"),
+            "--kube-scheduler-config", str(_scheduler_config(plane)),
+            "-c", str(_kwokctl_config(plane))]
+    plane.logs.mkdir(parents=True, exist_ok=True)
+    with open(plane.logs / "kwokctl.log", "ab") as log:
+        r = subprocess.run(argv, env=plane.env(), stdout=log, stderr=subprocess.STDOUT,
+                           timeout=600)
+    if r.returncode != 0:
+        tail = (plane.logs / "kwokctl.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"kwokctl create cluster failed ({r.returncode}):\n{tail}")
+
+
+def _wait_nodes_ready(plane: Plane, names: list[str], timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        r = plane.kubectl("get", "nodes", "-l", f"{nodes.FAKE_NODE_LABEL}=true", "-o", "json")
+        ready = {n["metadata"]["name"] for n in json.loads(r.stdout)["items"]
+                 if any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in (n.get("status") or {}).get("conditions") or [])}
+        if set(names) <= ready:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"fake nodes not Ready in {timeout:.0f} s")
+
+
+def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
+    """Bring the control plane up in ``dir`` (must not hold a running one); return it.
+
+    Raises:
+        Unavailable: binaries not built.
+        RuntimeError: a step failed (the message names the log to read).
+    """
+    plane = Plane(Path(dir), name, binaries())
+    if plane.kubeconfig.exists():
+        raise RuntimeError(f"{plane.dir} already holds a control plane: "
+                           "python -m tests.cluster.controlplane down first")
+    plane.dir.mkdir(parents=True, exist_ok=True)
+    try:
+        _create_cluster(plane)
+        fake = nodes.fake_nodes()
+        plane.apply(fake)
+        _wait_nodes_ready(plane, [n["metadata"]["name"] for n in fake])
+        plane.kubectl("create", "namespace", "mpi-operator")
+        plane.apply(modules.crds("mpi-operator") + modules.crds("podgroup"))
+        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                      "crd/mpijobs.kubeflow.org", "crd/podgroups.scheduling.x-k8s.io")
+        plane.start_mpi_operator()
+    except BaseException:
+        down(plane.dir, name)
+        raise
+    return plane
+
+
+def attach(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
+    """The plane that :func:`up` started in ``dir``."""
+    return Plane(Path(dir), name, binaries())
+
+
+def down(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> None:
+    """Stop the operators (by pid), delete the kwokctl cluster (its processes, by the pids
+    kwokctl recorded) and remove ``dir``. Safe to call twice."""
+    dir = Path(dir)
+    plane = Plane(dir, name)
+    for f in sorted((dir / "pids").glob("*.pid")) if (dir / "pids").exists() else []:
+        plane.stop_process(f.stem)
+    try:
+        plane.bins = binaries(("k8s", "kwok"))
+    except Unavailable:
+        plane.bins = {}
+    if "kwok" in plane.bins and plane.workdir.exists():
+        subprocess.run([str(plane.bins["kwok"] / "kwokctl"), "delete", "cluster", "--name",
+                        name], env=plane.env(), capture_output=True, timeout=120)
+    subprocess.run(["rm", "-rf", str(dir)], check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.cluster.controlplane",
+                                description="Bring the test control plane up or down.")
+    p.add_argument("action", choices=["up", "down"])
+    p.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                   help=f"state folder (default {DEFAULT_DIR}; env KFP_GPU_CLUSTER_DIR)")
+    a = p.parse_args(argv)
+    try:
+        if a.action == "up":
+            t0 = time.monotonic()
+            plane = up(a.dir)
+            print(f"control plane up in {time.monotonic() - t0:.0f} s; logs in {plane.logs}")
+            print(f"export KUBECONFIG={plane.kubeconfig}")
+        else:
+            down(a.dir)
+            print(f"control plane in {a.dir} stopped")
+    except (Unavailable, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3 if isinstance(e, Unavailable) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

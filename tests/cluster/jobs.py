@@ -1,0 +1,85 @@
+"""The component's MPIJob on the real control plane: built by train_resnet_horovod's own
+builders, launched by its launcher (:func:`kfp_gpu.mpi.launch.launcher.launch`) in a thread
+or as the ``python -m kfp_gpu.mpi.launch.launcher`` process, driven by kwok stages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from kfp_gpu.components.train_resnet_horovod import run_training as rt
+from kfp_gpu.mpi.launch import launcher
+from kfp_gpu.mpi.spec import backends, crd
+from tests.cluster import kube, stages
+
+IMAGE = "ghcr.io/kfp-gpu/kfp-gpu-horovod:0.1.0"
+FAST = launcher.Backoff(initial_s=0.2, factor=2.0, maximum_s=2.0, attempts=8)
+
+
+def component_job(ns: str, name: str, *, gpu: str = "gpu:1", workers: int = 2,
+                  backend=backends.MPIJOB, **policy) -> dict:
+    """The job train_resnet_horovod builds (rt.job_options -> rt.build_job) for ``gpu`` per
+    Worker; ``policy`` as :func:`run_training.policy_settings` keywords."""
+    settings = dict(rt.cpu_worker_settings(), gpu=gpu, worker_cpu="1", worker_memory="1Gi")
+    opts = rt.job_options(
+        name=name, namespace=ns, image=IMAGE, args=("--mode", "benchmark"), workers=workers,
+        settings=settings, rdma=False, rdma_resource="", multus_networks="", nccl_ib_hca="",
+        nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="1Gi", run_id="run-1",
+        task_name="train-resnet-horovod", policy=rt.policy_settings(**policy))
+    return rt.build_job(backend, opts, runtime_image=IMAGE)
+
+
+class Launch(threading.Thread):
+    """``launcher.launch(job, ...)`` in a thread; ``result`` or ``error`` when it ends."""
+
+    def __init__(self, api, job: dict, record: Path, **kw):
+        super().__init__(daemon=True)
+        self.api, self.job, self.record = api, job, record
+        self.kw = dict(backoff=FAST, watch_timeout_s=10, log_poll_s=0.5,
+                       handle_sigterm=False, pending_timeout_s=120, **kw)
+        self.lines: list[str] = []
+        self.result, self.error = None, None
+
+    def run(self):
+        try:
+            self.result = launcher.launch(self.job, self.record, self.api,
+                                          log_sink=self.lines.append, **self.kw)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            self.error = e
+
+    def outcome(self, timeout: float = 120):
+        self.join(timeout)
+        assert not self.is_alive(), f"launch still running after {timeout} s"
+        return self.result, self.error
+
+
+def launcher_process(plane, job: dict, tmp: Path, *extra: str) -> subprocess.Popen:
+    """``python -m kfp_gpu.mpi.launch.launcher`` against the plane's kubeconfig."""
+    (tmp / "job.yaml").write_text(yaml.safe_dump(job))
+    return subprocess.Popen(
+        [sys.executable, "-m", "kfp_gpu.mpi.launch.launcher", "--job", str(tmp / "job.yaml"),
+         "--record", str(tmp / "record.json"), "--kubeconfig", str(plane.kubeconfig),
+         "--watch-timeout", "10", "--backoff-initial", "0.2", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def launcher_pod(api, ns: str, name: str, timeout: float = 90):
+    """The MPIJob's Launcher pod, once the operator has created it."""
+    sel = backends.MPIJOB.launcher_selector(name)
+    return kube.wait_for(lambda: (kube.pods(api, ns, sel) or [None])[0], timeout,
+                         f"launcher pod of {ns}/{name}")
+
+
+def end_launcher(api, ns: str, name: str, outcome: str, after: str = "1s") -> None:
+    """Tell kwok to end the Launcher pod: ``succeed`` (exit 0) or ``fail`` (exit 1)."""
+    pod = launcher_pod(api, ns, name)
+    kube.annotate_pod(api, ns, pod.metadata.name, {stages.OUTCOME: outcome,
+                                                   stages.AFTER: after})
+
+
+def mpijob(api, ns: str, name: str) -> dict | None:
+    return kube.get_custom(api, crd.GROUP, crd.VERSION, ns, crd.PLURAL, name)

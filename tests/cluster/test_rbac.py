@@ -1,0 +1,101 @@
+"""(f) The launcher under a ServiceAccount bound to the project's Role (manifests/rbac), on
+kube-apiserver v1.36.3 with ``--authorization-mode=Node,RBAC`` (kwokctl's binary runtime,
+pkg/kwokctl/components/kube_apiserver.go): what the launcher does is allowed; a Role
+without one verb makes the launcher fail with the API server's 403 naming that verb, and
+doctor's RBAC verdict (SelfSubjectAccessReview per permission,
+kfp_gpu/cluster/doctor/rbac.py) agrees with what happened.
+
+The token is a TokenRequest for the ServiceAccount (``kubectl create token``, the
+projected token a pod gets; authentication/v1), the CA the cluster's own.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from kfp_gpu.cluster.doctor import gather
+from kfp_gpu.cluster.doctor.rbac import LAUNCHER_PERMISSIONS
+from kfp_gpu.kube import api_client
+from tests.cluster import jobs
+from tests.test_manifests import MANIFESTS
+
+SA = "kfp-gpu-launcher"
+
+
+def role_docs(plane) -> list[dict]:
+    """The rbac overlay as rendered (ServiceAccount, Role, RoleBinding)."""
+    out = plane.kubectl("kustomize", str(MANIFESTS / "rbac")).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def install_rbac(plane, ns: str, drop: tuple[str, str] | None = None) -> dict:
+    """The overlay into ``ns`` (optionally without verb ``drop[1]`` on resource ``drop[0]``);
+    returns the Role as applied."""
+    docs = copy.deepcopy(role_docs(plane))
+    for d in docs:
+        d["metadata"]["namespace"] = ns
+        for s in d.get("subjects") or []:
+            s["namespace"] = ns
+        if d["kind"] == "Role" and drop:
+            for rule in d["rules"]:
+                if drop[0] in rule["resources"]:
+                    rule["verbs"] = [v for v in rule["verbs"] if v != drop[1]]
+    plane.apply(docs)
+    return next(d for d in docs if d["kind"] == "Role")
+
+
+def sa_client(plane, ns: str, tmp_path):
+    """An ApiClient authenticated as system:serviceaccount:<ns>:kfp-gpu-launcher."""
+    token = plane.kubectl("create", "token", SA, "-n", ns, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    kc = {"apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+          "users": [{"name": SA, "user": {"token": token}}],
+          "contexts": [{"name": SA, "context": {"cluster": admin["clusters"][0]["name"],
+                                                "user": SA, "namespace": ns}}],
+          "current-context": SA}
+    path = tmp_path / "sa-kubeconfig"
+    path.write_text(yaml.safe_dump(kc))
+    return api_client(str(path))
+
+
+def test_the_role_allows_everything_the_launcher_does(plane, api, namespace, tmp_path):
+    install_rbac(plane, namespace)
+    client = sa_client(plane, namespace, tmp_path)
+    name = "resnet-rbac"
+    run = jobs.Launch(client, jobs.component_job(namespace, name), tmp_path / "record.json")
+    run.start()
+    jobs.end_launcher(api, namespace, name, "succeed")
+    result, error = run.outcome()
+    assert error is None, error
+    assert result.status == "Succeeded"
+    facts = gather(api, namespace=namespace, service_account=SA)
+    assert {(a.group, a.resource, a.verb): a.allowed for a in facts.access} == {
+        p: True for p in LAUNCHER_PERMISSIONS}
+
+
+@pytest.mark.parametrize("resource,verb", [("mpijobs", "create"), ("mpijobs", "get")])
+def test_a_missing_verb_fails_and_doctor_names_it(plane, api, namespace, tmp_path,
+                                                  resource, verb):
+    install_rbac(plane, namespace, drop=(resource, verb))
+    client = sa_client(plane, namespace, tmp_path)
+    name = "resnet-rbac"
+    run = jobs.Launch(client, jobs.component_job(namespace, name), tmp_path / "record.json")
+    run.start()
+    if verb != "create":
+        jobs.end_launcher(api, namespace, name, "succeed")
+    _, error = run.outcome()
+    assert isinstance(error, ApiException) and error.status == 403, error
+    assert f'cannot {verb} resource "{resource}"' in error.body
+    assert f"system:serviceaccount:{namespace}:{SA}" in error.body
+
+    facts = gather(api, namespace=namespace, service_account=SA)
+    denied = {(a.resource, a.verb) for a in facts.access if a.allowed is False}
+    assert denied == {(resource, verb)}
+    from kfp_gpu.cluster.doctor import Needs, build_report
+
+    report = build_report(facts, Needs(mpi=True))
+    assert any(f"may not {verb} {resource}" in p for p in report.problems), report.problems
