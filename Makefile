@@ -2,7 +2,8 @@
 DATA_DIR ?= ../shared/data
 PYTEST_ARGS ?=
 
-.PHONY: setup run test compile check lint images images-local test-containers
+.PHONY: setup run test compile check lint images images-local test-containers \
+	control-plane cluster-up cluster-down
 
 .venv/.installed: pyproject.toml requirements/tensorflow.txt scripts/setup.sh
 	bash scripts/setup.sh
@@ -41,3 +42,18 @@ images-local: setup
 # pytest -m container, the daemon stopped by its pid. See tests/containers/README.md.
 test-containers: setup
 	bash scripts/test-containers.sh $(PYTEST_ARGS)
+
+
+# The test control plane (tests/cluster/README.md): build the pinned Go modules into
+# ~/.cache/kfp-gpu/control-plane (TIERS: tier1 = Kubernetes + etcd + kwok + mpi-operator,
+# tier2 = JobSet + Trainer, tier3 = Kueue), bring it up on loopback (prints the kubeconfig)
+# and take it down (every process it started, by pid).
+TIERS ?= tier1
+control-plane:
+	bash scripts/control-plane/build.sh $(TIERS)
+
+cluster-up: setup control-plane
+	.venv/bin/python -m tests.cluster.controlplane up
+
+cluster-down: setup
+	.venv/bin/python -m tests.cluster.controlplane down
