@@ -32,6 +32,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+# kfp_gpu first: protobuf 6 dropped MessageFactory.GetPrototype, which TensorFlow 2.18 calls
+# at import (five AttributeError tracebacks); kfp_gpu._compat restores it (README, pins).
+import kfp_gpu  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "benchmarks.md"
 HEADING = "## ResNet / Horovod"

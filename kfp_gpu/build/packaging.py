@@ -12,6 +12,8 @@ import re
 import sys
 from pathlib import Path
 
+from kfp_gpu import datadir
+
 #: Import prefix -> folder, as pyproject.toml's ``[tool.setuptools] package-dir``.
 PACKAGE_DIRS = {"kfp_gpu": "kfp_gpu", "kfp_gpu.components": "components",
                 "kfp_gpu.pipelines": "pipelines"}
@@ -38,9 +40,15 @@ def render(names: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--check`` (exit 1 and print the expected block when stale) or ``--write``."""
+    """``--check`` (exit 1 and print the expected block when stale) or ``--write``, on the
+    ``pyproject.toml`` of the current folder, else of the checkout this package runs from;
+    exit 2 with one line when there is neither (an installed package)."""
     args = sys.argv[1:] if argv is None else argv
-    root = Path.cwd()
+    root = Path.cwd() if (Path.cwd() / "pyproject.toml").is_file() else datadir.checkout()
+    if root is None:
+        print(f"error: no pyproject.toml in {Path.cwd()}, and kfp_gpu is not running from a "
+              "source checkout: run this in the checkout", file=sys.stderr)
+        return 2
     pyproject = root / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
     want = render(packages(root))

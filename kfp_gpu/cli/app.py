@@ -2,7 +2,7 @@
 
 Commands: ``compile`` (all components and pipelines; ``--check`` for staleness),
 ``run`` (a pipeline locally with kfp.local), and the commands of :mod:`kfp_gpu.cli.doctor`,
-:mod:`kfp_gpu.cli.submit`, :mod:`kfp_gpu.cli.train_resnet` and
+:mod:`kfp_gpu.cli.submit`, :mod:`kfp_gpu.cli.resnet` and
 :mod:`kfp_gpu.cli.mpijob`. Library modules are
 imported inside the command functions, so ``kfp-gpu --help`` loads neither TensorFlow nor
 the Kubernetes client.
@@ -10,15 +10,17 @@ the Kubernetes client.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kfp_gpu import __version__
-from kfp_gpu.cli import checks, doctor, errors, mpijob, parameters, submit, train_resnet
+from kfp_gpu.cli import checks, doctor, errors, mpijob, parameters, resnet, submit
 
 # errors.Group: every error is one line with its exit status (README "Exit codes"); Typer's
 # shell completion is on (--install-completion / --show-completion).
@@ -110,14 +112,29 @@ def compile_cmd(
     from kfp_gpu.build import digests
 
     try:
-        written = comp.compile_all(output_dir, gpu, only, registry=registry,
-                                   pin_digests=pin_digests)
+        with _warnings_once():
+            written = comp.compile_all(output_dir, gpu, only, registry=registry,
+                                       pin_digests=pin_digests)
     except (ValueError, digests.ImageMissing) as e:
         _fail(str(e))
     except digests.RegistryUnreachable as e:
         _fail(str(e), code=3)
     for path in written:
         typer.echo(f"wrote {path}")
+
+
+@contextlib.contextmanager
+def _warnings_once():
+    """One ``warning:`` line per cause (the same request warns once per pipeline), without
+    the source file and line Python's warnings module adds (issue 32 item 4)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            yield
+        finally:
+            for text in dict.fromkeys(errors.one_line(str(w.message)) for w in caught):
+                typer.secho(f"warning: {text}", fg=typer.colors.YELLOW, err=True)
 
 
 @app.command("run")
@@ -190,7 +207,7 @@ def _print_summary(s: dict) -> None:
 app.command("doctor")(doctor.doctor_command)
 app.command("submit")(submit.submit_command)
 app.command("params")(parameters.params_command)
-app.command("train-resnet")(train_resnet.train_resnet_command)
+app.command("train-resnet")(resnet.train_resnet_command)
 app.add_typer(mpijob.app, name="mpijob")
 
 

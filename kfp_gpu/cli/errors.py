@@ -181,6 +181,9 @@ class _Reporting:
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
         _state["verbose"] = False
+        from kfp_gpu.cli import helptext
+
+        helptext.tidy(self)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = code if isinstance(code, int) else OK

@@ -10,26 +10,47 @@ import tempfile
 import time
 from pathlib import Path
 
+from kfp_gpu import datadir
 from kfp_gpu.build import params as params_mod
 from kfp_gpu.build import registry
 from kfp_gpu.local import docker as local_docker
 from kfp_gpu.local import interrupt
 from kfp_gpu.local import log as run_log
 
-DATA_DIR_ENV = "KFP_GPU_DATA_DIR"
+DATA_DIR_ENV = datadir.ENV
 RUNNERS = ("subprocess", "docker")
 
 
 def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
-    """Parameters pointing a pipeline at the real data in ``data_dir`` (or $KFP_GPU_DATA_DIR)."""
-    data_dir = data_dir or os.environ.get(DATA_DIR_ENV)
-    if not data_dir or name not in registry.LOCAL_DATA:
+    """Parameters pointing a pipeline at the real data in the data folder
+    (:func:`kfp_gpu.datadir.resolve`: ``data_dir``, $KFP_GPU_DATA_DIR, ``../shared/data``).
+
+    Raises:
+        FileNotFoundError: a folder given by ``data_dir`` or $KFP_GPU_DATA_DIR lacks the
+        pipeline's data. Where the default folder lacks it, the pipeline keeps its own
+        default source (``{}``).
+    """
+    root = datadir.resolve(data_dir)
+    if root is None or name not in registry.LOCAL_DATA:
         return {}
     param, rel = registry.LOCAL_DATA[name]
-    path = Path(data_dir).expanduser().resolve() / rel
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found (data dir {data_dir})")
-    return {param: str(path)}
+    if not (root / rel).exists() and not (data_dir or os.environ.get(DATA_DIR_ENV)):
+        return {}
+    return {param: str(datadir.find(rel, data_dir))}
+
+
+def _task_runner(runner: str, root: str, data_dir: str | None, run_id: str):
+    """``(kfp.local runner, clean-up on interrupt or None)``; under docker the data folder
+    (:func:`kfp_gpu.datadir.resolve`) is bound into the task containers when it exists."""
+    from kfp import local
+
+    if runner != "docker":
+        return local.SubprocessRunner(use_venv=False), None
+    local_docker.check_engine()
+    local_docker.prepare_root(root)
+    data = datadir.resolve(data_dir)
+    task_runner = local_docker.runner(str(data) if data and data.is_dir() else None, run_id)
+    return task_runner, lambda: local_docker.remove_containers(run_id)
 
 
 def run(name: str, params: dict[str, str], *, gpu: str | None = None,
@@ -71,14 +92,7 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     root = str(Path(pipeline_root).resolve())
     check_writable_dir(root, "--pipeline-root")
     run_id = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"
-    on_interrupt = None
-    if runner == "docker":
-        local_docker.check_engine()
-        local_docker.prepare_root(root)
-        task_runner = local_docker.runner(data_dir or os.environ.get(DATA_DIR_ENV), run_id)
-        on_interrupt = lambda: local_docker.remove_containers(run_id)
-    else:
-        task_runner = local.SubprocessRunner(use_venv=False)
+    task_runner, on_interrupt = _task_runner(runner, root, data_dir, run_id)
     log_dir = Path(root) / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     before = set(os.listdir(root)) if os.path.isdir(root) else set()
     stream = None

@@ -10,8 +10,8 @@ Sources (the ``source`` argument of :func:`load_source`):
 - a directory holding the four Fashion-MNIST/MNIST IDX files
   (``train-images-idx3-ubyte[.gz]`` ...; the format of LeCun's MNIST page, which
   Fashion-MNIST (Xiao et al. 2017, github.com/zalandoresearch/fashion-mnist) reuses);
-- ``fashion-mnist``: that directory under ``$KFP_GPU_DATA_DIR`` (default
-  :data:`DEFAULT_DATA_DIR`);
+- ``fashion-mnist``: that directory in the data folder (:func:`kfp_gpu.datadir.resolve`:
+  ``$KFP_GPU_DATA_DIR``, else ``../shared/data`` beside the checkout);
 - an ``.npz`` file with ``x_train, y_train, x_test, y_test`` (the layout of
   ``keras.datasets.*.load_data`` caches);
 - a kfp-gpu Dataset artifact directory (``dataset.json`` sidecar) -- train split only;
@@ -27,10 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-DATA_DIR_ENV = "KFP_GPU_DATA_DIR"
-#: Default data root: ``../shared/data`` beside the repository checkout (the project's test
-#: data; see its README). Override with ``$KFP_GPU_DATA_DIR``.
-DEFAULT_DATA_DIR = str(Path(__file__).resolve().parents[2] / "shared" / "data")
+from kfp_gpu import datadir
+
 FASHION_MNIST = "fashion-mnist"
 SYNTHETIC = "synthetic"
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
@@ -55,11 +53,6 @@ class ImageData:
     x_test: np.ndarray
     y_test: np.ndarray
     classes: int
-
-
-def data_dir() -> Path:
-    """The data root: ``$KFP_GPU_DATA_DIR`` or :data:`DEFAULT_DATA_DIR`."""
-    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
 
 
 def parse_idx(raw: bytes) -> np.ndarray:
@@ -167,6 +160,26 @@ def synthetic(rows: int, image_size: int = 28, channels: int = 1, classes: int =
     return ImageData(xtr, ytr, xte, yte, classes)
 
 
+def check_source(source: str) -> None:
+    """Refuse a local ``source`` that does not exist, before any rank starts TensorFlow.
+
+    ``synthetic`` and ``gs://`` URIs pass (the latter are read later, through
+    :mod:`kfp_gpu.storage`); ``fashion-mnist`` must be in the data folder.
+
+    Raises:
+        FileNotFoundError: the path, or ``fashion-mnist`` in the data folder, is missing;
+        the message names it (and, for ``fashion-mnist``, how the folder was chosen).
+    """
+    if not source or source == SYNTHETIC or source.startswith("gs://"):
+        return
+    if source == FASHION_MNIST:
+        datadir.find(FASHION_MNIST)
+    elif not Path(source).exists():
+        raise FileNotFoundError(f"{source} not found: --data takes an IDX directory, "
+                                "'fashion-mnist', an .npz file, a kfp-gpu Dataset directory "
+                                "or 'synthetic'")
+
+
 def load_source(source: str, test_source: str = "", synthetic_rows: int = 6000,
                 image_size: int = 28, seed: int = 0) -> ImageData:
     """Load images from ``source`` (see the module docstring for the accepted forms).
@@ -188,7 +201,7 @@ def load_source(source: str, test_source: str = "", synthetic_rows: int = 6000,
     if source == SYNTHETIC:
         return synthetic(synthetic_rows, image_size=image_size, seed=seed)
     if source == FASHION_MNIST:
-        return load_idx_dir(data_dir() / FASHION_MNIST)
+        return load_idx_dir(datadir.find(FASHION_MNIST))
     if source.endswith(".npz"):
         from kfp_gpu import storage
 

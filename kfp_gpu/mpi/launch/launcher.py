@@ -299,15 +299,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import yaml
 
-    p = argparse.ArgumentParser(prog="kfp_gpu.mpi.launch.launcher", description=main.__doc__)
-    p.add_argument("--job", required=True, help="MPIJob or TrainJob YAML/JSON file")
-    p.add_argument("--record", required=True, help="resource record output path")
-    p.add_argument("--kubeconfig", default=None)
-    p.add_argument("--host", default=None, help="API server URL (no auth; tests)")
-    p.add_argument("--watch-timeout", type=int, default=60)
-    p.add_argument("--backoff-initial", type=float, default=1.0)
+    p = argparse.ArgumentParser(
+        prog="python -m kfp_gpu.mpi.launch.launcher",
+        description="Create (or re-attach to) the MPIJob or TrainJob in --job, follow it and "
+        "its launcher log until it ends, delete it on SIGTERM.",
+        epilog=f"Exit status: 0 Succeeded, 1 Failed, {EXIT_CANCELLED} after SIGTERM.")
+    p.add_argument("--job", required=True, metavar="FILE",
+                   help="MPIJob or TrainJob YAML/JSON file")
+    p.add_argument("--record", required=True, metavar="FILE",
+                   help="where the resource record (apiVersion, kind, name, uid) is written")
+    p.add_argument("--kubeconfig", default=None, metavar="FILE",
+                   help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    p.add_argument("--host", default=None, metavar="URL",
+                   help="API server URL without auth (tests)")
+    p.add_argument("--watch-timeout", type=int, default=60, metavar="S",
+                   help="seconds per WATCH request (default 60)")
+    p.add_argument("--backoff-initial", type=float, default=1.0, metavar="S",
+                   help="first retry wait after an API error (default 1)")
     p.add_argument("--pending-timeout", type=float, default=pending.DEFAULT_TIMEOUT_S,
-                   help="seconds the job may take to reach Running (0 = no limit)")
+                   metavar="S", help="seconds the job may take to reach Running "
+                   f"(0 = no limit; default {pending.DEFAULT_TIMEOUT_S:g})")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     job = yaml.safe_load(Path(a.job).read_text(encoding="utf-8"))
