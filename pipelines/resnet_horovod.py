@@ -82,12 +82,15 @@ def build(gpu: str = DEFAULT_GPU):
 
     Args:
         gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:8``, ``gpu:1``,
-            ``mig:3g.40gb``, ``none``.
+            ``mig:3g.40gb``, ``dra:mig=1g.10gb`` (DRA claims on the Workers), ``none``.
 
     Raises:
         ValueError: invalid GPU request (raised here, before compilation).
     """
     request = parse(gpu)
+    # DRA: the component writes the Workers' claims itself (kfp_gpu.mpi.spec.claims) from
+    # worker_gpu; a KFP task cannot carry a claim (kfp-kubernetes 2.17) and this pod needs none.
+    worker_gpu = {"worker_gpu": request.to_text()} if request.kind == "dra" else {}
 
     @dsl.pipeline(name=NAME, description="Horovod ResNet on Fashion-MNIST (or synthetic "
                   "images) as a Kubeflow MPIJob: prep_images -> train_resnet_horovod -> "
@@ -132,10 +135,12 @@ def build(gpu: str = DEFAULT_GPU):
             mixed_precision=mixed_precision, xla=xla, work_dir=work_dir, rdma=rdma,
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_socket_ifname=nccl_socket_ifname, seed=seed,
-            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
+            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+            **worker_gpu)
         train.set_display_name("train-resnet-horovod")
-        # Passed through to the MPIJob Workers (task_config), not applied to this pod.
-        request.apply_to_task(train)
+        if request.kind != "dra":
+            # Passed through to the MPIJob Workers (task_config), not applied to this pod.
+            request.apply_to_task(train)
         train.set_caching_options(False)
         return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold)
 

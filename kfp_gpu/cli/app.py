@@ -71,7 +71,10 @@ def compile_cmd(
     gpu: Annotated[str | None, typer.Option(
         "--gpu", callback=checks.gpu,
         help="GPU request for the pipelines' GPU tasks, e.g. 'gpu:1', "
-        "'mig:1g.10gb', 'fraction:0.5' (default: each pipeline's own).")] = None,
+        "'mig:1g.10gb', 'fraction:0.5', or 'dra:mig=1g.10gb' / 'dra:gpu=2' (Dynamic Resource "
+        "Allocation on NVIDIA's DRA driver, alpha upstream: MPIJob Workers and TrainJob nodes "
+        "only, e.g. --only resnet-horovod; docs/gpu-requests.md) (default: each pipeline's "
+        "own).")] = None,
     registry: Annotated[str | None, typer.Option(
         "--registry", envvar="KFP_GPU_REGISTRY", callback=checks.registry,
         help="Image registry prefix for every image the pipelines start (component pods, "
@@ -189,11 +192,24 @@ def run_cmd(
         _fail(str(e))
     except local_docker.EngineUnreachable as e:
         _fail(str(e), code=3)
+    except local_run.TaskFailed as e:  # issue 30 item 1: at most 4 lines, 2 for the input
+        _task_failed(e)
     except RuntimeError as e:
         _fail(f"pipeline failed: {e}", code=1)
     _print_summary(summary)
     if summary_json:
         local_run.write_summary(summary_json, summary)
+
+
+def _task_failed(e) -> None:
+    """Print a :class:`kfp_gpu.local.run.TaskFailed` (the error's own line, the input, the
+    log; the traceback only with -v) and exit 2 for an input error, 1 otherwise."""
+    errors.trace()
+    first, *rest = e.lines()
+    typer.secho(f"error: {first}", fg=typer.colors.RED, err=True)
+    for line in rest:
+        typer.echo(line, err=True)
+    raise typer.Exit(errors.USAGE if e.input_error else errors.FAILED)
 
 
 def _print_summary(s: dict) -> None:

@@ -22,7 +22,9 @@ def doctor_command(
         "needs to check (GPU request, MPI Operator, launcher RBAC)."),
     gpu_text: str | None = typer.Option(
         None, "--gpu", callback=checks.gpu, help="GPU request to check, e.g. 'gpu:2', 'mig:1g.10gb', "
-        "'shared:1,renamed=true', 'metagpu:50' (replaces the pipeline's own)."),
+        "'shared:1,renamed=true', 'metagpu:50', 'dra:mig=1g.10gb' (DRA, alpha upstream: checks "
+        "resource.k8s.io/v1, NVIDIA's DeviceClasses and ResourceSlices) (replaces the pipeline's "
+        "own)."),
     namespace: str = typer.Option("kubeflow", "--namespace", "-n", callback=checks.namespace,
                                   help="Namespace the pipeline runs in."),
     service_account: str = typer.Option(

@@ -43,8 +43,10 @@ TOTAL_ENV = "KFP_GPU_TOTAL_MIB"
 DEFAULT_RESERVE_MIB = 768
 #: Override the headroom (MiB, ``0`` for none).
 RESERVE_ENV = "KFP_GPU_RESERVE_MIB"
-#: Request kinds whose device other pods share: without a cap, memory growth is turned on.
-SHARED_KINDS = ("shared", "fraction", "gpu-memory", "metagpu", "hami")
+#: Request kinds whose device other pods share: without a cap, memory growth is turned on
+#: (``dra-shared``: a ``dra`` claim with time-slicing or MPS, :mod:`kfp_gpu.gpu.kinds.dra`;
+#: a ``dra`` MIG claim caps at its profile's memory through ``KFP_GPU_MEMORY_MIB``).
+SHARED_KINDS = ("shared", "fraction", "gpu-memory", "metagpu", "hami", "dra-shared")
 #: Limits the sharing systems inject into the container (read before this suite's own):
 #: HAMi device plugin pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go Allocate
 #: (``CUDA_DEVICE_MEMORY_LIMIT_<i>``, e.g. ``8000m``; HAMi-core

@@ -44,3 +44,43 @@ SHARE_ENV = "KFP_GPU_SHARE"
 MEMORY_ENV = "KFP_GPU_MEMORY_MIB"
 #: Environment variable naming the request kind (``gpu``, ``mig``, ``fraction``, ...).
 KIND_ENV = "KFP_GPU_KIND"
+
+# ---------------------------------------------------------------- Dynamic Resource Allocation
+# Kubernetes resource.k8s.io/v1 (GA in 1.34; k8s.io/api v0.36.3 resource/v1/types.go) and
+# NVIDIA's DRA driver, kubernetes-sigs/dra-driver-nvidia-gpu @v0.4.1 (764900e7, the newest
+# release tag of the snapshot read; it has no v0.5.0 tag, HEAD 95932046 has the same names):
+#: The API group/version of ResourceClaimTemplate, DeviceClass, ResourceSlice.
+RESOURCE_API_VERSION = "resource.k8s.io/v1"
+RESOURCE_GROUP = "resource.k8s.io"
+#: The driver name its GPU kubelet plugin registers and its ResourceSlices carry
+#: (cmd/gpu-kubelet-plugin/main.go ``DriverName``); also the attribute/capacity domain.
+DRA_DRIVER = "gpu.nvidia.com"
+#: DeviceClasses of the driver's Helm chart (deployments/helm/dra-driver-nvidia-gpu/templates/
+#: deviceclass-gpu.yaml, deviceclass-mig.yaml): CEL ``device.driver == 'gpu.nvidia.com' &&
+#: device.attributes['gpu.nvidia.com'].type == 'gpu'`` (resp. ``'mig'``).
+DRA_GPU_CLASS = "gpu.nvidia.com"
+DRA_MIG_CLASS = "mig.nvidia.com"
+#: Device attributes / capacity the plugin publishes (cmd/gpu-kubelet-plugin/deviceinfo.go
+#: ``GpuInfo.Attributes``; mig.go ``CommonAttributesMig``, ``CommonCapacitiesMig``;
+#: partitions.go ``fullGpuCapacity``): ``type`` (``gpu`` / ``mig``: types.go
+#: ``GpuDeviceType``, prepared.go ``PreparedMigDeviceType``), ``productName`` (NVML's name,
+#: e.g. ``NVIDIA H100 80GB HBM3``), ``profile`` (MIG, e.g. ``1g.10gb``), capacity ``memory``
+#: in bytes.
+DRA_ATTR_TYPE = "type"
+DRA_ATTR_PRODUCT = "productName"
+DRA_ATTR_PROFILE = "profile"
+DRA_CAPACITY_MEMORY = "memory"
+#: The opaque configuration's API (api/nvidia.com/resource/v1beta1/api.go: GroupName
+#: ``resource.nvidia.com``, Version ``v1beta1``, kinds ``GpuConfig``, ``MigDeviceConfig``).
+DRA_CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
+DRA_GPU_CONFIG = "GpuConfig"
+DRA_MIG_CONFIG = "MigDeviceConfig"
+#: Sharing strategies and time-slice intervals (api/nvidia.com/resource/v1beta1/sharing.go
+#: ``TimeSlicingStrategy``, ``MpsStrategy``, ``DefaultTimeSlice``..``LongTimeSlice``); both
+#: behind the driver's alpha feature gates ``TimeSlicingSettings`` / ``MPSSupport``
+#: (pkg/featuregates/featuregates.go, default off).
+DRA_TIME_SLICING = "TimeSlicing"
+DRA_MPS = "MPS"
+DRA_INTERVALS = ("Default", "Short", "Medium", "Long")
+#: The claim and request name this suite uses in pod specs and claim templates.
+DRA_CLAIM_NAME = "gpu"

@@ -55,8 +55,13 @@ def apply_to_task(r, task, count=None):
             kinds ``gpu``, ``shared`` and ``hami``; with a parameter, :data:`SHARE_ENV` is
             left out (whole devices: no cap is needed).
 
+    A ``dra`` request uses kfp-kubernetes' ``add_resource_claim`` when the installed
+    version has it (:data:`KFP_CLAIM_PR`), naming :func:`task_template_name`; otherwise
+    it is refused.
+
     Raises:
-        ValueError: ``count`` given for a kind without an integer count.
+        ValueError: ``count`` given for a kind without an integer count; a ``dra`` request
+            without ``kfp.kubernetes.add_resource_claim``.
     Warns:
         KfpCannotExpressWarning: for ``hami`` except ``hami:1,mem=M`` (which the task
             carries as ``nvidia.com/gpumem: M``), see :mod:`kfp_gpu.gpu.kinds.hami`.
@@ -64,6 +69,8 @@ def apply_to_task(r, task, count=None):
     # kfp-kubernetes is only needed when a pipeline is compiled.
     from kfp import kubernetes
 
+    if r.kind == "dra":
+        return _apply_claim(r, task, kubernetes, count)
     if r.kind == "none":
         for key, value in r.labels().items():  # a queue on a CPU-only task
             kubernetes.add_pod_label(task, label_key=key, label_value=value)
@@ -93,6 +100,47 @@ def apply_to_task(r, task, count=None):
     for key, value in r.labels().items():
         kubernetes.add_pod_label(task, label_key=key, label_value=value)
     for key, value in env.items():
+        task.set_env_variable(key, value)
+    return task
+
+
+#: The KFP SDK change that adds a claim API to kfp-kubernetes (merged, in no release up to
+#: kfp-kubernetes 2.17.2): kubernetes_platform/python/kfp/kubernetes/resource_claim.py
+#: ``add_resource_claim(task, resource_claim_template_name)``.
+KFP_CLAIM_PR = "kubeflow/pipelines PR 14243"
+
+
+def task_template_name(r) -> str:
+    """The ResourceClaimTemplate a KFP task with ``dra`` request ``r`` names:
+    ``kfp-gpu-dra-<first 10 hex of sha256 of the canonical text>`` (the same request, the
+    same template; the platform team applies :func:`kfp_gpu.gpu.claim.template` with it)."""
+    import hashlib
+
+    return "kfp-gpu-dra-" + hashlib.sha256(r.to_text().encode()).hexdigest()[:10]
+
+
+def _apply_claim(r, task, kubernetes, count):
+    """A ``dra`` request on a KFP task: only through kfp-kubernetes' own claim API
+    (``add_resource_claim``, :data:`KFP_CLAIM_PR`), never by patching the pod spec."""
+    if count is not None:
+        raise ValueError("a count parameter does not apply to dra requests (the claim "
+                         "template fixes the count)")
+    if not hasattr(kubernetes, "add_resource_claim"):
+        raise ValueError(f"'{r.to_text()}' on a KFP task needs kfp-kubernetes with "
+                         f"add_resource_claim ({KFP_CLAIM_PR}, in no release up to 2.17.2); "
+                         "dra requests work today for MPIJob Workers and TrainJob nodes "
+                         "(resnet-horovod), or use gpu:N / mig:P here")
+    name = task_template_name(r)
+    kubernetes.add_resource_claim(task, resource_claim_template_name=name)
+    warnings.warn(f"'{r.to_text()}' on a KFP task names ResourceClaimTemplate {name!r}, which "
+                  "must exist in the run's namespace: apply kfp_gpu.gpu.claim.template(request, "
+                  f"{name!r}, namespace)", KfpCannotExpressWarning, stacklevel=4)
+    for tol in r.tolerations():
+        kubernetes.add_toleration(task, key=tol["key"], operator=tol["operator"],
+                                  effect=tol["effect"])
+    for key, value in r.labels().items():
+        kubernetes.add_pod_label(task, label_key=key, label_value=value)
+    for key, value in r.env().items():
         task.set_env_variable(key, value)
     return task
 

@@ -17,6 +17,10 @@ text form       what the pod gets                           served by (upstream 
 ``hami:N,...``  ``nvidia.com/gpu: N`` (+ ``nvidia.com/      HAMi (Project-HAMi) device plugin
                 gpumem``, ``nvidia.com/gpucores`` in pod    and scheduler
                 templates the suite writes itself)
+``dra:gpu=N``   pod ``resourceClaims`` -> a                 NVIDIA DRA driver (kubernetes-sigs/
+``dra:mig=P``   ResourceClaimTemplate (DeviceClass          dra-driver-nvidia-gpu), Kubernetes
+                ``gpu.nvidia.com`` / ``mig.nvidia.com``);   resource.k8s.io/v1; only in pod
+                no extended resource                        templates the suite writes itself
 ==============  ==========================================  ===================================
 
 Options (after a comma, ``key=value``): ``gpu`` and ``shared`` and ``hami`` take
@@ -31,7 +35,10 @@ product selector then uses) and ``allow-multiple=true`` (``shared:N>1`` on a tim
 config without ``failRequestsGreaterThanOne``); every kind (``none`` too: KAI
 queues every pod it schedules) takes ``queue=NAME`` (label ``kai.scheduler/queue``) and
 ``queue-label=KEY`` (e.g. ``runai/queue`` on Run:ai);
-``hami`` takes ``mem=MiB`` and ``cores=PERCENT``.
+``hami`` takes ``mem=MiB`` and ``cores=PERCENT``; ``dra`` (alpha upstream) takes
+``product=``, ``memory>=QTY``, ``model=`` and ``sharing=time-slicing|mps`` with
+``interval=`` / ``threads=`` / ``pinned=`` (:mod:`kfp_gpu.gpu.kinds.dra`; the claim:
+:mod:`kfp_gpu.gpu.claim`).
 
 Other upstream names: toleration ``nvidia.com/gpu`` Exists NoSchedule -- the taint GPU node
 pools carry (GKE, EKS and the GPU Operator docs use this key).
@@ -59,15 +66,12 @@ from dataclasses import dataclass, field
 
 from kfp_gpu.gpu import render
 from kfp_gpu.gpu.kinds import KINDS, REGISTRY
-from kfp_gpu.gpu.kinds.base import ACCEPTED, num
+from kfp_gpu.gpu.kinds.base import ACCEPTED
 from kfp_gpu.gpu.kinds.kai import QUEUE_OPTIONS, KaiQueue, queue_from
 from kfp_gpu.gpu.kinds.shared import Sharing
 from kfp_gpu.gpu.names import (
     GPU_TOLERATION_KEY,
-    KIND_ENV,
-    MEMORY_ENV,
     PRODUCT_LABEL,
-    SHARE_ENV,
 )
 
 __all__ = ["ACCEPTED", "KINDS", "GpuRequest", "KaiQueue", "Sharing", "parse"]
@@ -86,10 +90,12 @@ class GpuRequest:
         model: GPU model key of :data:`kfp_gpu.gpu.mig.PROFILES` the profile was checked
             against ("" = checked against every model; the resource name does not depend on it).
         fraction: share of one GPU, 0 < f < 1 (kind ``fraction``).
-        memory_mib: MiB of GPU memory (``gpu-memory``; ``hami`` ``mem=``), 0 = not given.
+        memory_mib: MiB of GPU memory (``gpu-memory``; ``hami`` ``mem=``; ``dra``: the least
+            memory a device must have, ``memory>=``), 0 = not given.
         units: MetaGPU units, 1..100 (kind ``metagpu``).
         cores: HAMi ``nvidia.com/gpucores`` percent 1..100, 0 = not given.
-        sharing: ``shared``: the plugin's replicas per GPU, strategy, renamed resource.
+        sharing: ``shared``: the plugin's replicas per GPU, strategy, renamed resource;
+            ``dra``: the driver's sharing strategy, time-slice interval, MPS settings.
         queue: the KAI/Run:ai queue (name, label key), any kind.
         unchecked: ``mig``: the profile was not checked against the MIG tables
             (``unchecked=true``, for profiles newer than the tables).
@@ -160,10 +166,7 @@ class GpuRequest:
         """Environment for the container: {KIND_ENV, SHARE_ENV[, MEMORY_ENV]} ({} for none)."""
         if self.kind == "none":
             return {}
-        out = {KIND_ENV: self.kind, SHARE_ENV: num(self.share)}
-        if self.memory_mib:
-            out[MEMORY_ENV] = str(self.memory_mib)
-        return out
+        return REGISTRY[self.kind].env(self)
 
     def tolerations(self) -> list[dict]:
         """Kubernetes tolerations: the GPU node taint, for every GPU kind."""
@@ -173,8 +176,9 @@ class GpuRequest:
 
     def node_selector(self) -> dict[str, str]:
         """GFD node selector: product and (shared) sharing strategy."""
-        out = {PRODUCT_LABEL: self.product} if self.product else {}
-        out.update(REGISTRY[self.kind].node_selector(self))
+        kind = REGISTRY[self.kind]
+        out = {PRODUCT_LABEL: self.product} if self.product and kind.product_is_label else {}
+        out.update(kind.node_selector(self))
         return out
 
     def annotations(self) -> dict[str, str]:
@@ -220,7 +224,8 @@ def _options(text: str, kind: str, rest: list[str]) -> dict[str, str]:
         key, eq, val = kv.partition("=")
         key = key.strip().lower()
         if not eq or key not in accepted:
-            allowed = ", ".join(sorted(accepted)) or "none"
+            allowed = ", ".join(k + "=" if k.endswith(">") else k  # memory>=
+                                for k in sorted(accepted)) or "none"
             raise ValueError(f"invalid option {kv!r} for {kind!r} in {text!r}; "
                              f"options accepted for {kind}: {allowed}")
         opts[key] = val.strip()
@@ -232,7 +237,8 @@ def parse(text: str | GpuRequest) -> GpuRequest:
 
     Examples: ``gpu:1``, ``gpu:2,product=NVIDIA-H100-80GB-HBM3``, ``mig:1g.10gb``,
     ``mig:3g.40gb,model=H100-80GB``, ``shared:1``, ``fraction:0.5``, ``gpu-memory:8192``,
-    ``metagpu:25``, ``hami:1,mem=8000,cores=30``, ``none``.
+    ``metagpu:25``, ``hami:1,mem=8000,cores=30``, ``dra:mig=1g.10gb``,
+    ``dra:gpu=1,product=H100,memory>=80Gi``, ``none``.
 
     Raises:
         ValueError: naming the accepted values, for an unknown kind or option, a fraction

@@ -21,7 +21,10 @@ LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("", "pods", "get"), ("", "pods", "list"),
     ("", "pods/log", "get"),
     ("", "events", "list"),
+    *(("resource.k8s.io", "resourceclaimtemplates", verb) for verb in ("create", "delete", "get")),
 )
+#: What only a ``dra`` GPU request needs (missing: a warning for other requests).
+DRA_RESOURCES = {("resource.k8s.io", "resourceclaimtemplates")}
 
 
 def access_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
@@ -36,11 +39,13 @@ def access_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
     rep.sections.append((f"Launcher permissions: {facts.subject} in {facts.namespace}",
                          ("action", "allowed"), rows))
     other = {BACKEND_RESOURCES[b] for b in BACKENDS if b != needs.backend}
+    if needs.request is None or needs.request.kind != "dra":
+        other |= DRA_RESOURCES
     spare = [f"{a.verb} {a.resource}" for a in facts.access
              if a.allowed is False and (a.group, a.resource) in other]
     if spare:
         rep.warnings.append(f"{facts.subject} may not {', '.join(spare)} (only needed for the "
-                            "other backend); apply manifests/rbac")
+                            "other backend or dra: requests); apply manifests/rbac")
     missing = [f"{a.verb} {a.resource}" for a in facts.access
                if a.allowed is False and (a.group, a.resource) not in other]
     unknown = [f"{a.verb} {a.resource}" for a in facts.access if a.allowed is None]

@@ -11,14 +11,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kfp_gpu.gpu.names import KIND_ENV, MEMORY_ENV, SHARE_ENV
+
 _INT = re.compile(r"^\d+$")
 
 #: The accepted text forms, appended to every parse error.
 ACCEPTED = ("accepted: 'none', 'gpu:N[,product=P]', 'mig:PROFILE[,model=M][,unchecked=true]', "
             "'shared:N[,replicas=R][,strategy=time-slicing|mps][,renamed=true]', "
             "'fraction:F' (0<F<1), 'gpu-memory:MiB', "
-            "'metagpu:UNITS' (integer 1..100, 100 = 1 GPU), 'hami:N[,mem=MiB][,cores=1..100]'; "
-            "every form takes [,queue=Q][,queue-label=K]")
+            "'metagpu:UNITS' (integer 1..100, 100 = 1 GPU), 'hami:N[,mem=MiB][,cores=1..100]', "
+            "'dra:gpu=N|mig=PROFILE[,product=P][,memory>=QTY][,sharing=time-slicing|mps...]' "
+            "(DRA, alpha upstream); every form takes [,queue=Q][,queue-label=K]")
 
 
 def num(x: float) -> str:
@@ -60,6 +63,9 @@ class Kind:
     count_parameter = False
     #: The scheduler gives the request to one named container (KAI fractions).
     names_container = False
+    #: ``product=`` is GPU Feature Discovery's node label ``nvidia.com/gpu.product`` (DRA:
+    #: a device selector instead).
+    product_is_label = True
 
     def parse(self, value: str, opts: dict[str, str]) -> dict[str, Any]:
         """GpuRequest fields of ``<name>:<value>,<opts>`` (raises ValueError)."""
@@ -87,6 +93,14 @@ class Kind:
     def extra_limits(self, r) -> dict[str, str]:
         """Further resources, for pod templates the suite writes itself (not KFP tasks)."""
         return {}
+
+    def env(self, r) -> dict[str, str]:
+        """The container's share variables: ``{KIND_ENV, SHARE_ENV[, MEMORY_ENV]}``
+        (:mod:`kfp_gpu.gpu.names`; MEMORY_ENV = ``r.memory_mib`` when set)."""
+        out = {KIND_ENV: r.kind, SHARE_ENV: num(self.share(r))}
+        if r.memory_mib:
+            out[MEMORY_ENV] = str(r.memory_mib)
+        return out
 
     def share(self, r) -> float:
         """GPUs' worth of device memory this request may use on the device(s) it sees."""

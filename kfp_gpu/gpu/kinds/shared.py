@@ -30,12 +30,19 @@ class Sharing:
         allow_multiple: the cluster's time-slicing config leaves
             ``failRequestsGreaterThanOne`` false, so ``shared:N`` with N > 1 is admitted
             (MPS always refuses it).
+        interval: ``dra`` time-slicing: the driver's ``TimeSliceInterval`` (``Default``,
+            ``Short``, ``Medium``, ``Long``; "" = the driver's default).
+        threads: ``dra`` MPS: ``defaultActiveThreadPercentage`` 1..100 (0 = not given).
+        pinned_mib: ``dra`` MPS: ``defaultPinnedDeviceMemoryLimit`` in MiB (0 = not given).
     """
 
     replicas: int = 0
     strategy: str = ""
     renamed: bool = False
     allow_multiple: bool = False
+    interval: str = ""
+    threads: int = 0
+    pinned_mib: int = 0
 
 
 def _bool(opts: dict[str, str], key: str) -> bool:

@@ -50,10 +50,11 @@ table with ``kfp_gpu.cluster.doctor.rbac.LAUNCHER_PERMISSIONS`` (tests/test_laun
 keeps this list, the Role's rules, its comment and the table equal)::
 
     grants: mpijobs, trainjobs: create, delete, get, list, patch, watch; pods: get, list;
-      pods/log: get; events: list
+      pods/log: get; events: list; resourceclaimtemplates: create, delete, get
 
 (``patch``: a retry takes over the owner reference; ``pods`` get/list: the launcher pod's
-log, the pending diagnosis, the owner's uid; ``events`` list: the pending diagnosis.)
+log, the pending diagnosis, the owner's uid; ``events`` list: the pending diagnosis;
+``resourceclaimtemplates`` (resource.k8s.io): a ``dra`` job's claim template.)
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from kfp_gpu.kube import api_client
-from kfp_gpu.mpi.launch import attach, cancel, owner, pending, watch
+from kfp_gpu.mpi.launch import attach, cancel, claims, owner, pending, watch
 from kfp_gpu.mpi.launch.jobs_api import MPIJobClient
 from kfp_gpu.mpi.launch.logs import LauncherLogs
 from kfp_gpu.mpi.launch.records import (
@@ -131,7 +132,9 @@ class Launcher:
     def create_or_attach(self, job: Mapping, record_path: str | os.PathLike
                          ) -> tuple[dict, bool]:
         """:func:`kfp_gpu.mpi.launch.attach.create_or_attach`; then follows the job it returns
-        (switching to the backend of ``job``'s kind if it is not the one given)."""
+        (switching to the backend of ``job``'s kind if it is not the one given). A ``dra``
+        job's ResourceClaimTemplate is checked before and created after the job, owned by
+        it (:mod:`kfp_gpu.mpi.launch.claims`)."""
         self.namespace, self.name = attach.job_identity(job)
         backend = backends.for_object(job)
         if backend is not self.backend:
@@ -142,9 +145,11 @@ class Launcher:
                                      backend)
         pod = owner.resolve(self.jobs.core, self.owner_pod)
         job = owner.with_owner(job, pod)
+        claims.check_before_create(self.jobs, job)  # dra: DRA served, the template name free
         obj, reattached = attach.create_or_attach(
             self.jobs, job, record_path, replace_timeout_s=self.replace_timeout_s,
             poll_s=self.log_poll_s)
+        claims.ensure_template(self.jobs, obj, poll_s=self.log_poll_s)  # owned by the job
         if reattached:
             obj = self._take_ownership(obj, pod)
         meta = obj.get("metadata") or {}

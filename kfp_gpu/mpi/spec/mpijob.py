@@ -61,7 +61,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_gpu.mpi.spec import crd, scheduling, ssh
+from kfp_gpu.mpi.spec import claims, crd, scheduling, ssh
 from kfp_gpu.mpi.spec.mpirun import mpirun_command
 from kfp_gpu.mpi.spec.network import ISTIO_INJECT_ANNOTATION, MULTUS_ANNOTATION
 from kfp_gpu.mpi.spec.options import MPIJobOptions
@@ -95,7 +95,8 @@ def _resources(limits: dict, requests: dict) -> dict:
 
 
 def _worker_resources(opts: MPIJobOptions, frag: dict) -> dict:
-    """Worker ``resources``: the GPU request's, CPU/memory, and the RDMA resource."""
+    """Worker ``resources``: the GPU request's, CPU/memory, the RDMA resource, and for a
+    ``dra`` request the pod's claim (``claims``, :mod:`kfp_gpu.mpi.spec.claims`)."""
     limits = dict(frag["resources"]["limits"])
     requests = dict(frag["resources"]["requests"])
     res = opts.resources
@@ -109,7 +110,10 @@ def _worker_resources(opts: MPIJobOptions, frag: dict) -> dict:
         # Extended resources: request must equal limit (Kubernetes rule).
         limits[net.rdma_resource] = str(net.rdma_count)
         requests[net.rdma_resource] = str(net.rdma_count)
-    return _resources(limits, requests)
+    out = _resources(limits, requests)
+    if claims.is_dra(opts):
+        out["claims"] = claims.container_claims(opts)
+    return out
 
 
 def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
@@ -155,7 +159,9 @@ def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
 
 def worker_template(opts: MPIJobOptions) -> dict:
     """PodTemplateSpec of a Worker: GPU request, RDMA (IPC_LOCK if root), /dev/shm, NCCL env and
-    the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each)."""
+    the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each); a
+    ``dra`` request: ``resourceClaims`` naming the job's ResourceClaimTemplate
+    ``<job>-gpu`` (:mod:`kfp_gpu.mpi.spec.claims`)."""
     frag = opts.gpu_request().pod_fragment(container="worker")  # KAI: the GPU container
     place = opts.placement
     shm: dict[str, str] = {"medium": "Memory"}
@@ -175,6 +181,7 @@ def worker_template(opts: MPIJobOptions) -> dict:
     scheduler = place.scheduler_name or frag.get("schedulerName", "")
     if scheduler:
         spec["schedulerName"] = scheduler
+    claims.wire_pod(spec, opts, claims.template_name(opts.name))  # dra: the Worker's claim
     _pod_identity(opts, spec)
     annotations = {**_mesh_annotations(opts), **frag["annotations"]}
     if opts.network.multus_networks:
@@ -340,7 +347,7 @@ def build(opts: MPIJobOptions) -> dict:
     return {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,
-        "metadata": job_metadata(opts),
+        "metadata": claims.annotated(job_metadata(opts), opts, claims.template_name(opts.name)),
         "spec": {
             "slotsPerWorker": opts.slots(),
             "launcherCreationPolicy": opts.replicas.launcher_creation_policy,

@@ -68,7 +68,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_gpu.mpi.spec import mpijob, ssh
+from kfp_gpu.mpi.spec import claims, mpijob, ssh
 from kfp_gpu.mpi.spec.network import MULTUS_ANNOTATION
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 
@@ -107,8 +107,7 @@ RUNTIME_FIXED = {
     ("ssh", "run_as_user"): (ssh.MPI_USER_ID, "the pods' securityContext"),
     ("ssh", "run_as_group"): (ssh.MPI_USER_ID, "the pods' securityContext"),
     ("run_policy", "clean_pod_policy"): ("Running", "JobSet successPolicy"),
-    ("run_policy", "ttl_seconds_after_finished"): (86400,
-                                                   "template.spec.ttlSecondsAfterFinished"),
+    ("run_policy", "ttl_seconds_after_finished"): (86400, "template.spec.ttlSecondsAfterFinished"),
     ("run_policy", "backoff_limit"): (0, "Job backoffLimit / JobSet failurePolicy"),
 }
 
@@ -206,7 +205,7 @@ def check_options(opts: MPIJobOptions) -> MPIJobOptions:
 def resources_per_node(opts: MPIJobOptions) -> dict:
     """``trainer.resourcesPerNode``: exactly the MPIJob Worker's container resources (the
     GPU request's, requests == limits for extended resources; CPU/memory; the RDMA
-    resource when ``rdma``)."""
+    resource when ``rdma``; ``claims`` for ``dra``: :mod:`kfp_gpu.mpi.spec.claims`)."""
     return mpijob._worker_resources(opts, opts.gpu_request().pod_fragment())
 
 
@@ -261,7 +260,8 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
     Args:
         opts: the MPIJob options (``workers`` -> ``numNodes``, :meth:`slots` ->
             ``numProcPerNode``; ``mpirun -np workers*slots``).
-        runtime: name of the ClusterTrainingRuntime (default :data:`DEFAULT_RUNTIME`).
+        runtime: name of the ClusterTrainingRuntime (default :data:`DEFAULT_RUNTIME`; a ``dra``
+            request: :data:`kfp_gpu.mpi.spec.claims.DRA_RUNTIME`, whose pods claim the GPUs).
         runtime_image: the image the runtime's ``node`` replicated job runs (for
             ``kfp-gpu-horovod``: the Horovod image of the compile's
             :class:`kfp_gpu.build.images.ImageSet`, the one ``kfp-gpu compile -o DIR``
@@ -277,6 +277,7 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
     from kubeflow_trainer_api import models as m
 
     check_options(opts)
+    runtime = claims.runtime_for(opts, runtime, DEFAULT_RUNTIME)
     if runtime_image is not None:
         check_image(opts.image, runtime_image, runtime)
     if opts.replicas.workers == 1:
@@ -302,9 +303,9 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
         # Kueue's TrainJob integration admits it by clearing spec.suspend (kubernetes-sigs/
         # kueue pkg/controller/jobs/trainjob); the queue label comes with job_metadata.
         suspend=True if opts.run_policy.kueue_queue else None)
-    job = m.TrainerV1alpha1TrainJob(api_version=API_VERSION, kind=KIND,
-                                    metadata=m.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
-                                        **mpijob.job_metadata(opts)), spec=spec)
+    meta = claims.annotated(mpijob.job_metadata(opts), opts, claims.DRA_RUNTIME_TEMPLATE)
+    job = m.TrainerV1alpha1TrainJob(api_version=API_VERSION, kind=KIND, spec=spec,
+                                    metadata=m.IoK8sApimachineryPkgApisMetaV1ObjectMeta(**meta))
     return job.to_dict()
 
 
