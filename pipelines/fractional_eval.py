@@ -28,6 +28,18 @@ NAME = "fractional-eval"
 DEFAULT_SHARDS = 4
 DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
 
+
+def _check_model(model_uri: str) -> None:
+    """A local ``model_uri`` holds a ``.keras`` model (kfp_gpu.input_checks.check_model)."""
+    from kfp_gpu import input_checks
+
+    input_checks.check_model(model_uri)
+
+
+#: Checks of local input files `kfp-gpu run --local` makes before any task starts
+#: (kfp_gpu.build.parameters.check_local_files).
+LOCAL_CHECKS = {"model_uri": _check_model}
+
 #: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters);
 #: the ranges are components/shared/shards.py's and evaluate.py's checks made early.
 PARAMETERS = declare(

@@ -27,6 +27,22 @@ NAME = "imdb-lstm"
 DEFAULT_GPU = "gpu:1"
 #: The parameter `kfp-gpu run --local --data-dir DIR` sets: (name, path under DIR).
 LOCAL_DATA = ("source", "imdb/imdb_50k.csv.gz")
+
+
+def _check_source(source: str) -> None:
+    """The cheap checks of a local ``source`` table (header, gzip, UTF-8) with the columns
+    prep_text reads by default (its ``text_column``/``label_column``)."""
+    from kfp_gpu import input_checks
+    from kfp_gpu.components.prep_text import prep
+
+    if source != prep.KERAS_IMDB:
+        input_checks.check_table(source, prep.sniff_format(source),
+                                 {"text_column": "review", "label_column": "sentiment"})
+
+
+#: Checks of local input files `kfp-gpu run --local` makes before any task starts
+#: (kfp_gpu.build.parameters.check_local_files).
+LOCAL_CHECKS = {"source": _check_source}
 #: CPU/memory for the training task: the input pipeline and Python need ~2 cores; the
 #: full 25k x 80 dataset is ~8 MB, the model ~3 M parameters.
 TRAIN_CPU, TRAIN_MEMORY = "4", "8G"

@@ -12,6 +12,7 @@ the files of :func:`_files`.
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import os
 import re
@@ -52,9 +53,34 @@ def _files(tmp: Path) -> None:
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    _data_files(tmp)
     (tmp / "job.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "j"},
         "spec": {"mpiReplicaSpecs": {}}}))
+
+
+REVIEWS = "review,sentiment\ngood film,positive\nbad film,negative\n"
+
+
+def _data_files(tmp: Path) -> None:
+    """Data files a new user might point a pipeline at (issue 30 item 1): real bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp / "wrongcol.csv.gz").write_bytes(gzip.compress(b"text,sentiment\nnice,positive\n"))
+    (tmp / "dd" / "imdb").mkdir(parents=True)  # --data-dir: the issue's own case
+    (tmp / "dd" / "imdb" / "imdb_50k.csv.gz").write_bytes((tmp / "wrongcol.csv.gz").read_bytes())
+    (tmp / "empty.csv").write_bytes(b"")
+    (tmp / "empty.csv.gz").write_bytes(gzip.compress(b""))
+    (tmp / "latin1.csv").write_bytes(REVIEWS.replace("good", "tr\u00e8s bon").encode("latin-1"))
+    (tmp / "plain.csv.gz").write_text(REVIEWS)
+    (tmp / "cut.csv.gz").write_bytes(gzip.compress(REVIEWS.encode() * 200)[:-30])
+    (tmp / "nolabel.parquet").write_bytes(b"")
+    pq.write_table(pa.table({"review": ["good"], "stars": [5]}), tmp / "nolabel.parquet")
+    (tmp / "junk.parquet").write_bytes(b"PAR1 this is not parquet")
+    (tmp / "reviews.txt").write_text(REVIEWS)
+    (tmp / "nomodel").mkdir()
+    (tmp / "notzip.keras").write_text("not a model")
 
 
 def C(argv: str | list[str], code: int, line: str, env: dict | None = None,
@@ -239,6 +265,26 @@ UNUSABLE = [
     C("run imdb-lstm --local --runner docker", 3, r"Docker engine",
       env={"DOCKER_HOST": NO_ENGINE}, id="run --runner docker without an engine"),
     C("run imdb-lstm --local --bogus", 2, r"^error: No such option: --bogus"),
+    # ------------------------------------- run --local: data files, checked before any task
+    C("run imdb-lstm --local --data-dir {tmp}/dd", 2, r"^error: .*imdb_50k.csv.gz: "
+      r"text_column 'review' not found; the columns are \['text', 'sentiment'\]$"),
+    C(IMDB + "source={tmp}/wrongcol.csv.gz", 2, r"text_column 'review' not found"),
+    C(IMDB + "source={tmp}/empty.csv", 2, r"empty.csv: the file is empty \(no header row\)"),
+    C(IMDB + "source={tmp}/empty.csv.gz", 2, r"empty.csv.gz: the file is empty"),
+    C(IMDB + "source={tmp}/latin1.csv", 2, r"latin1.csv: undecodable bytes at offset 19 "
+      r"\(b'\\xe8s b'\): the file must be UTF-8"),
+    C(IMDB + "source={tmp}/plain.csv.gz", 2, r"plain.csv.gz: not a complete gzip file "
+      r"\(Not a gzipped file"),
+    C(IMDB + "source={tmp}/cut.csv.gz", 2, r"cut.csv.gz: not a complete gzip file \(Compressed "
+      r"file ended before the end-of-stream marker"),
+    C(IMDB + "source={tmp}/nolabel.parquet", 2, r"nolabel.parquet: label_column 'sentiment' "
+      r"not found; the columns are \['review', 'stars'\]"),
+    C(IMDB + "source={tmp}/junk.parquet", 2, r"junk.parquet: cannot parse as parquet"),
+    C(IMDB + "source={tmp}/reviews.txt", 2, r"cannot tell the format of .*reviews.txt'; "
+      r"accepted suffixes"),
+    C(FRAC + "model_uri={tmp}/nomodel", 2, r"no Keras model at .*nomodel \(expected "
+      r"model.keras\)"),
+    C(FRAC + "model_uri={tmp}/notzip.keras", 2, r"notzip.keras is not a Keras model file"),
     # ---------------------------------------------------------------- submit
     C("submit imdb-lstm", 2, r"^error: Missing option '--host'"),
     C("submit imdb-lstm --host foo", 2, r"'foo' is not a URL; accepted: http\(s\)://HOST"),
@@ -584,3 +630,68 @@ def test_a_training_failure_keeps_its_traceback_for_the_rank_log(monkeypatch):
     assert res.exit_code == 1
     assert "Traceback" in res.output and "NCCL error: unhandled system error" in res.output
     assert res.output.rstrip().splitlines()[-1].startswith("error: internal error: RuntimeError")
+
+
+# ------------------------------------------- a task that fails: four lines (issue 30 item 1)
+@pytest.mark.timeout(180)
+def test_a_failed_task_ends_in_four_lines_and_exit_2_for_its_input(tmp_path):
+    """prep-text runs under kfp.local and refuses labels that are not the two declared
+    classes (the header is fine, so no pre-check stops it): the task's start and progress
+    lines, then at most four: the task failed, the error's own line, the input, the log."""
+    data = tmp_path / "labels.csv"
+    data.write_text("review,sentiment\n" + "".join(
+        f"film {i},{'pos' if i % 2 else 'neg'}\n" for i in range(20)))
+    res = CliRunner().invoke(app, ["run", "imdb-lstm", "--local", "-p", f"source={data}",
+                                   "--pipeline-root", str(tmp_path / "root")])
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and "executor" not in res.output.lower()
+    end = lines[next(i for i, ln in enumerate(lines) if ln.startswith("[prep-text] failure")):]
+    assert len(end) == 4, res.output
+    assert end[1] == ("error: task prep-text failed: label column 'sentiment' has values "
+                      "outside the declared classes ['negative', 'positive']: ['neg', 'pos'] "
+                      "(set positive_label/negative_label)")
+    assert end[2] == f"  input: {data}"
+    log = Path(end[3].removeprefix("  full log: "))
+    assert log.name == "prep-text.log" and "Traceback" in log.read_text()
+    res = CliRunner().invoke(app, ["run", "imdb-lstm", "--local", "-v", "-p", f"source={data}",
+                                   "--pipeline-root", str(tmp_path / "root")])
+    assert res.exit_code == 2 and "Traceback (most recent call last)" in res.output
+
+
+def test_the_record_tells_input_errors_from_job_failures(tmp_path):
+    """The family's record (not the message text) decides exit 2 or 1; a task without a
+    record falls back to its traceback's last line and exit 1."""
+    from kfp_gpu import input_errors as ie
+    from kfp_gpu.local import log as run_log
+    from kfp_gpu.local import run as local_run
+
+    def failed(lines: list[str]) -> local_run.TaskFailed:
+        stream = run_log.TaskLogStream(tmp_path / str(len(lines)), io.StringIO())
+        for line in ["Executing task 't'", *lines, "Task 't' finished with status FAILURE"]:
+            stream.write(line + "\n")
+        stream.close()
+        return local_run._failure(RuntimeError("FAILURE"), stream, tmp_path)
+
+    for exc, code in ((ie.NotBinaryLabels("labels 'x'", "/d.csv"), 2),
+                      (ie.MissingColumn("text_column 'Error: x'"), 2),
+                      (ValueError("InputError: shapes differ"), 1)):
+        e = failed(["Traceback (most recent call last):", "    " + ie.record(exc)])
+        assert (2 if e.input_error else 1) == code and e.message == str(exc)
+        assert e.input == getattr(exc, "input", None) and len(e.lines()) <= 3
+    e = failed(["Traceback (most recent call last):", "numpy.linalg.LinAlgError: singular"])
+    assert not e.input_error and e.message == "LinAlgError: singular" and e.input is None
+    assert failed(["Killed"]).message.startswith("the task process failed")
+
+
+def test_reported_writes_one_record_and_reraises(capsys):
+    from kfp_gpu import input_errors as ie
+
+    with pytest.raises(ie.EmptyInput) as caught, ie.reported(input="/data/x.csv"):
+        raise ie.EmptyInput("the test split is empty")
+    assert caught.value.input == "/data/x.csv" and isinstance(caught.value, ValueError)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and ie.record_of(err[0]) == {
+        "type": "EmptyInput", "input_error": True, "message": "the test split is empty",
+        "input": "/data/x.csv"}
+    assert ie.record_of("ValueError: kfp-gpu-task-error: {broken") is None

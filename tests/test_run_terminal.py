@@ -54,10 +54,13 @@ def test_short_view_and_per_task_files(tmp_path):
     assert "[train]   epoch 1 step 200/782 loss 0.5, ETA 40 s" in shown
     assert not any("executor_input" in x or "parameterValues" in x or "oneDNN" in x
                    for x in shown[:4])
-    # A failed task shows its log's tail and where the whole log is.
-    assert any(line.startswith("[train] failure in ") for line in shown)
-    assert "[train] |     ValueError: boom" in shown
-    assert shown[-1] == f"[train] full log: {tmp_path / 'train.log'}"
+    # A failed task ends in one line here; its error, input and log are the caller's to
+    # show (kfp_gpu.local.run.TaskFailed, issue 30 item 1): no traceback on the terminal.
+    assert shown[-1].startswith("[train] failure in ")
+    assert not any("Traceback" in x or "boom" in x for x in shown)
+    assert s.tail("train")[-2:] == ["    ValueError: boom",
+                                     "08:23:20.000 - INFO - Task 'train' finished with status "
+                                     "FAILURE"]
     assert s.results["prep-text"][0] == "SUCCESS" and s.results["train"][0] == "FAILURE"
     prep_log = (tmp_path / "prep-text.log").read_text()
     assert "Got executor_input" in prep_log and "oneDNN" in prep_log

@@ -62,10 +62,12 @@ def evaluate_classifier(
     from kfp_gpu.components.evaluate_classifier import html_report as hr
     from kfp_gpu.components.shared import evaluate as ev
     from kfp_gpu.gpu import memory_cap
+    from kfp_gpu.input_errors import reported
 
     memory_cap.apply_gpu_share()
     t0 = time.perf_counter()
-    y_true, y_score = ev.predict(model.path, test_data.path, batch_size)
+    with reported(input=model.path):  # one record line for `kfp-gpu run` if this fails
+        y_true, y_score = ev.predict(model.path, test_data.path, batch_size)
     seconds = time.perf_counter() - t0
     n_classes = 2 if y_score.ndim == 1 else y_score.shape[1]
     m = ev.compute_metrics(y_true, y_score, ev.class_names_for(test_data.path, n_classes))

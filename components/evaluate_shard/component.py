@@ -33,10 +33,12 @@ def evaluate_shard(
     """
     from kfp_gpu.components.shared import shards
     from kfp_gpu.gpu import memory_cap
+    from kfp_gpu.input_errors import reported
 
     cap = memory_cap.apply_gpu_share()
-    facts = shards.evaluate_shard(model.path, test_data.path, predictions.path, shard_index,
-                                  num_shards, batch_size)
+    with reported(input=model.path):  # one record line for `kfp-gpu run` if this fails
+        facts = shards.evaluate_shard(model.path, test_data.path, predictions.path,
+                                      shard_index, num_shards, batch_size)
     predictions.metadata.update({k: facts[k] for k in ("index", "start", "stop", "rows")})
     shard_metrics.log_metric("rows", float(facts["stop"] - facts["start"]))
     shard_metrics.log_metric("seconds", float(facts["seconds"]))

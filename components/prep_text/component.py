@@ -56,22 +56,26 @@ def prep_text(
 
     Raises:
         FileNotFoundError: missing input file.
-        ValueError: missing column, empty text, label outside the declared classes,
-            fewer than 2 classes, undecodable (non UTF-8) bytes, bad parameters.
+        ValueError: bad parameters; the kfp_gpu.input_errors family (missing column,
+            empty file or text, label outside the declared classes, fewer than 2 classes,
+            undecodable bytes, a damaged gzip file), recorded for the CLI by ``reported``.
     """
     import json
     import logging
 
     from kfp_gpu import storage
     from kfp_gpu.components.prep_text import prep
+    from kfp_gpu.input_errors import reported
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    result = prep.run(
-        source=source, train_path=train_data.path, test_path=test_data.path,
-        vocabulary_path=vocabulary.path, data_format=data_format, text_column=text_column,
-        label_column=label_column, positive_label=positive_label,
-        negative_label=negative_label, split_column=split_column, test_fraction=test_fraction,
-        max_rows_per_split=max_rows_per_split, num_words=num_words, maxlen=maxlen, seed=seed)
+    with reported(input=source):  # one record line for `kfp-gpu run` if this fails
+        result = prep.run(
+            source=source, train_path=train_data.path, test_path=test_data.path,
+            vocabulary_path=vocabulary.path, data_format=data_format, text_column=text_column,
+            label_column=label_column, positive_label=positive_label,
+            negative_label=negative_label, split_column=split_column,
+            test_fraction=test_fraction, max_rows_per_split=max_rows_per_split,
+            num_words=num_words, maxlen=maxlen, seed=seed)
     storage.write_text(stats.path, json.dumps(result, indent=2))
     for artifact, split in ((train_data, "train"), (test_data, "test")):
         artifact.metadata.update(result[split])

@@ -12,14 +12,17 @@ example does and what a cuDNN LSTM without masking needs to see the end of a rev
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from kfp_gpu import storage
+from kfp_gpu import input_errors as ie
 from kfp_gpu.components.prep_text import tokens
 from kfp_gpu.training import datasets
 
@@ -61,7 +64,9 @@ def read_table(uri: str, data_format: str = "auto"):
 
     Raises:
         FileNotFoundError: the path or object does not exist.
-        ValueError: unknown format, undecodable bytes (not UTF-8), or an unparseable file.
+        ValueError: unknown format. The :mod:`kfp_gpu.input_errors` family (a ValueError):
+            UndecodableFile (not UTF-8, unparseable), CorruptArchive (bad or truncated
+            gzip), EmptyInput (an empty file); each names ``uri`` as its ``input``.
     """
     import pandas as pd
 
@@ -79,12 +84,19 @@ def read_table(uri: str, data_format: str = "auto"):
                                     compression="infer")
             return pd.read_parquet(path)
         except UnicodeDecodeError as e:
-            raise ValueError(f"{uri}: undecodable bytes at offset {e.start} "
-                             f"({e.object[e.start:e.start + 4]!r}): the file must be UTF-8")
+            raise ie.UndecodableFile(f"{uri}: undecodable bytes at offset {e.start} "
+                                     f"({e.object[e.start:e.start + 4]!r}): the file must be "
+                                     "UTF-8", uri) from None
+        except pd.errors.EmptyDataError:
+            raise ie.EmptyInput(f"{uri}: the file is empty (no header row)", uri) from None
+        except (EOFError, zlib.error) as e:
+            raise ie.CorruptArchive(f"{uri}: not a complete gzip file ({e})", uri) from None
         except (pd.errors.ParserError, ValueError, OSError) as e:
             if isinstance(e, FileNotFoundError):
                 raise
-            raise ValueError(f"{uri}: cannot parse as {fmt}: {e}") from e
+            if isinstance(e, gzip.BadGzipFile):
+                raise ie.CorruptArchive(f"{uri}: not a complete gzip file ({e})", uri) from None
+            raise ie.UndecodableFile(f"{uri}: cannot parse as {fmt}: {e}", uri) from e
 
 
 def load_keras_imdb():
@@ -130,7 +142,9 @@ def to_splits(df, *, text_column: str, label_column: str, positive_label: str,
     if it is empty or absent, a seeded ``test_fraction`` of the rows is held out.
 
     Raises:
-        ValueError: missing column (naming the columns present), empty text (row numbers),
+        ValueError (the :mod:`kfp_gpu.input_errors` family: MissingColumn, EmptyInput,
+            NotBinaryLabels, InputError): missing column (naming the columns present),
+            empty text (row numbers),
             a label outside ``{negative_label, positive_label}`` (naming the values seen),
             a split value other than train/test, a bad ``test_fraction``, or fewer than
             2 classes in the training split.
@@ -138,19 +152,19 @@ def to_splits(df, *, text_column: str, label_column: str, positive_label: str,
     cols = list(df.columns)
     for what, col in (("text_column", text_column), ("label_column", label_column)):
         if col not in cols:
-            raise ValueError(f"{what} {col!r} not found; the columns are {cols}")
+            raise ie.MissingColumn(f"{what} {col!r} not found; the columns are {cols}")
     if positive_label == negative_label:
         raise ValueError("positive_label and negative_label must differ")
     texts = df[text_column].astype(str).where(df[text_column].notna(), "")
     empty = np.flatnonzero(texts.str.strip().eq("").to_numpy())
     if len(empty):
-        raise ValueError(f"{len(empty)} rows have empty text in column {text_column!r} "
+        raise ie.EmptyInput(f"{len(empty)} rows have empty text in column {text_column!r} "
                          f"(first rows: {empty[:5].tolist()})")
     raw = df[label_column].astype(str).str.strip()
     accepted = {negative_label: 0, positive_label: 1}
     bad = sorted(set(raw.unique()) - set(accepted))
     if bad:
-        raise ValueError(f"label column {label_column!r} has values outside the declared classes "
+        raise ie.NotBinaryLabels(f"label column {label_column!r} has values outside the declared classes "
                          f"{sorted(accepted)}: {bad[:10]} (set positive_label/negative_label)")
     labels = raw.map(accepted).to_numpy(dtype=np.int32)
     texts = texts.to_numpy(dtype=object)
@@ -159,7 +173,7 @@ def to_splits(df, *, text_column: str, label_column: str, positive_label: str,
         split = df[split_column].astype(str).str.strip().str.lower().to_numpy()
         odd = sorted(set(split) - set(SPLITS))
         if odd:
-            raise ValueError(f"split column {split_column!r} has values {odd[:10]}; "
+            raise ie.InputError(f"split column {split_column!r} has values {odd[:10]}; "
                              f"accepted: {list(SPLITS)}")
         is_test = split == "test"
     else:
@@ -171,10 +185,10 @@ def to_splits(df, *, text_column: str, label_column: str, positive_label: str,
     train = Split(texts[~is_test], labels[~is_test])
     test = Split(texts[is_test], labels[is_test])
     if len(np.unique(train.labels)) < 2:
-        raise ValueError(f"the training split has fewer than 2 classes "
+        raise ie.NotBinaryLabels(f"the training split has fewer than 2 classes "
                          f"({len(train.labels)} rows, labels {np.unique(train.labels).tolist()})")
     if len(test.labels) == 0:
-        raise ValueError("the test split is empty")
+        raise ie.EmptyInput("the test split is empty")
     return train, test
 
 

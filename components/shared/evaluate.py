@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kfp_gpu import input_checks, input_errors
 from kfp_gpu.training import datasets
 
 MODEL_FILE = "model.keras"
@@ -21,14 +22,21 @@ MAX_ROC_POINTS = MAX_CURVE_POINTS
 
 
 def load_model(model_path: str):
-    """A Keras model from a Model artifact directory (``model.keras`` inside) or a file."""
+    """A Keras model from a Model artifact directory (``model.keras`` inside) or a file.
+
+    Raises:
+        kfp_gpu.input_errors.NotAModel: no ``model.keras`` there, a file that is not a
+            ``.keras`` archive, or one Keras cannot load (``input``: ``model_path``).
+    """
     import keras
 
-    p = Path(model_path)
-    f = p / MODEL_FILE if p.is_dir() else p
-    if not f.exists():
-        raise FileNotFoundError(f"no Keras model at {model_path} (expected {MODEL_FILE})")
-    return keras.saving.load_model(f)
+    input_checks.check_model(model_path, MODEL_FILE)
+    f = Path(model_path) / MODEL_FILE if Path(model_path).is_dir() else Path(model_path)
+    try:
+        return keras.saving.load_model(f)
+    except (ValueError, OSError, KeyError) as e:
+        raise input_errors.NotAModel(f"{f} is not a Keras model Keras can load: "
+                                     f"{type(e).__name__}: {e}", model_path) from e
 
 
 def predict(model_path: str, dataset_path: str, batch_size: int = 256):

@@ -194,6 +194,26 @@ def check_local_paths(declared: Mapping[str, Param], values: Mapping[str, object
                          f"({p.meaning}); accepted: {words}")
 
 
+def check_local_files(pipeline_name: str, values: Mapping[str, object]) -> None:
+    """For a run on this machine: the cheap checks of input files that the pipeline
+    module declares in ``LOCAL_CHECKS`` (parameter -> check), e.g. a CSV's header and gzip
+    integrity, run on each local path given (``gs://`` URIs and keywords are left to the
+    task).
+
+    Raises:
+        kfp_gpu.input_errors.InputError: a member of the family, naming the file.
+        ValueError: what a check raises otherwise (e.g. an unknown file suffix).
+    """
+    from pathlib import Path
+
+    checks = getattr(module_of(pipeline_name), "LOCAL_CHECKS", {})
+    for key, check in checks.items():
+        value = values.get(key)
+        if isinstance(value, str) and "://" not in value and value.strip() \
+                and Path(value).expanduser().exists():
+            check(value)
+
+
 def _signature(pipeline) -> dict[str, tuple[str, object, bool]]:
     """Name -> (IR type, default, has default) of a ``@dsl.pipeline`` (its component spec)."""
     aliases = {"String": STRING, "Integer": INTEGER, "Float": DOUBLE, "Boolean": BOOLEAN}

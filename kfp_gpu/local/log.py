@@ -12,9 +12,13 @@ artifact to ``sys.stdout``. :class:`TaskLogStream` stands in for ``sys.stdout`` 
 - one line when a task starts and one when it ends, with its wall time and status;
 - progress lines the components log for people (``epoch N step i/n ... ETA``,
   ``epoch N done in ...``, ``prep: ... reviews/s``), prefixed with the task name;
-- on a failed task, the last :data:`FAIL_TAIL` lines of its log.
+- on a failed task, one line ``[task] failure in N s``; the error itself is the caller's
+  to show (:class:`kfp_gpu.local.run.TaskFailed`: the error's own line, the input, the log),
+  read from the record line the component left (:mod:`kfp_gpu.input_errors`), kept in
+  :attr:`TaskLogStream.failures`.
 
-With ``verbose=True`` every line reaches the terminal too (``kfp-gpu run -v``).
+With ``verbose=True`` every line reaches the terminal (tracebacks included), and a failed
+task's last :data:`FAIL_TAIL` log lines are not repeated.
 """
 
 from __future__ import annotations
@@ -26,14 +30,15 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from kfp_gpu import input_errors
+
 #: ANSI colour sequences kfp.local puts around task and pipeline names.
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TASK_START = re.compile(r"Executing task '([^']+)'")
 TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
 #: Lines of a task shown by default: the progress lines our components log.
-PROGRESS = re.compile(r"(epoch \d+ (step \d+/\d+|done in)|read \d+ rows|"
-                      r"Traceback|Error: )")
-#: Lines of a failed task's log shown on the terminal.
+PROGRESS = re.compile(r"(epoch \d+ (step \d+/\d+|done in)|read \d+ rows)")
+#: Lines of a failed task's log that :meth:`TaskLogStream.tail` returns.
 FAIL_TAIL = 30
 
 
@@ -55,6 +60,8 @@ class TaskLogStream(io.TextIOBase):
         self._started: dict[str, float] = {}
         self._files: dict[str, TextIO] = {}
         self.results: dict[str, tuple[str, float]] = {}
+        #: Task -> the record its component left when it failed (kfp_gpu.input_errors).
+        self.failures: dict[str, dict] = {}
 
     def writable(self) -> bool:
         return True
@@ -102,11 +109,14 @@ class TaskLogStream(io.TextIOBase):
             if not self.verbose:
                 self._show(f"[{self._task}] started")
         self._file(self._task).write(line + "\n")
+        record = input_errors.record_of(line)
+        if record is not None and self._task:
+            self.failures[self._task] = record
         if self.verbose:
             self._show(raw)
-        elif end:
+        if end:
             self._task_end(end.group(1), end.group(2))
-        elif self._task and PROGRESS.search(line):
+        elif self._task and not self.verbose and PROGRESS.search(line):
             self._show(f"[{self._task}]   {_strip_level(line)}")
         if end:
             self._task = None
@@ -115,12 +125,15 @@ class TaskLogStream(io.TextIOBase):
         seconds = time.perf_counter() - self._started.get(task, time.perf_counter())
         self.results[task] = (status, seconds)
         self._file(task).flush()
-        self._show(f"[{task}] {status.lower()} in {seconds:.1f} s")
-        if status != "SUCCESS":
-            lines = self.log_path(task).read_text(encoding="utf-8").splitlines()
-            for tail in lines[-FAIL_TAIL:]:
-                self._show(f"[{task}] | {tail}")
-            self._show(f"[{task}] full log: {self.log_path(task)}")
+        if not self.verbose:
+            self._show(f"[{task}] {status.lower()} in {seconds:.1f} s")
+
+    def tail(self, task: str, lines: int = FAIL_TAIL) -> list[str]:
+        """The last ``lines`` lines of ``task``'s log file (empty if there is none)."""
+        path = self.log_path(task)
+        if not path.is_file():
+            return []
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
 
 
 def _strip_level(line: str) -> str:

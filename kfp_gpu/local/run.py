@@ -5,20 +5,48 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from kfp_gpu import datadir
+from kfp_gpu.build import parameters, registry
 from kfp_gpu.build import params as params_mod
-from kfp_gpu.build import registry
 from kfp_gpu.local import docker as local_docker
 from kfp_gpu.local import interrupt
 from kfp_gpu.local import log as run_log
 
 DATA_DIR_ENV = datadir.ENV
 RUNNERS = ("subprocess", "docker")
+#: The last line of a Python traceback (``ValueError: message``): the error's own line of
+#: a task that failed without leaving a record (a component outside ``reported``).
+_EXC_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): (.+)$")
+
+
+class TaskFailed(RuntimeError):
+    """A task of a local run failed.
+
+    Attributes: ``task`` (its name), ``message`` (the exception message the component
+    raised, one line), ``input`` (the path or URI it was reading, None if unknown), ``log``
+    (the task's full log file), ``input_error`` (the failure is the input's: a member of
+    :mod:`kfp_gpu.input_errors`; the CLI exits 2 for it, 1 otherwise).
+    """
+
+    def __init__(self, task: str, message: str, input: str | None, log: Path,  # noqa: A002
+                 input_error: bool):
+        super().__init__(f"task {task} failed: {message}")
+        self.task, self.message, self.input, self.log = task, message, input, log
+        self.input_error = input_error
+
+    def lines(self) -> list[str]:
+        """At most three lines: ``task T failed: <message>``, ``  input: <path>`` (when
+        known), ``  full log: <file>``."""
+        out = [str(self)]
+        if self.input:
+            out.append(f"  input: {self.input}")
+        return [*out, f"  full log: {self.log}"]
 
 
 def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
@@ -75,7 +103,9 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
 
     Raises:
         ValueError: unknown pipeline, runner or parameter; a pipeline root that cannot be
-        written. RuntimeError: a task failed (or, under docker, an output is missing).
+        written. kfp_gpu.input_errors.InputError: a local input file fails its cheap
+        check (``LOCAL_CHECKS``) before any task starts. TaskFailed (a RuntimeError): a
+        task failed. RuntimeError: under docker, an output is missing.
         local_docker.EngineUnreachable: ``runner="docker"`` and no Docker engine answers.
         interrupt.Interrupted: SIGINT/SIGTERM (``exit_code`` 130/143, ``kept``).
     """
@@ -89,6 +119,7 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     pipeline = factory(gpu) if gpu else factory()
     merged = {**default_data_params(name, data_dir), **params}
     kwargs = params_mod.typed(merged, params_mod.types_of_pipeline(pipeline))
+    parameters.check_local_files(name, kwargs)  # a CSV header, a gzip stream: before tasks
     root = str(Path(pipeline_root).resolve())
     check_writable_dir(root, "--pipeline-root")
     run_id = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"
@@ -113,7 +144,7 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
             e.kept = _settle(root, before, stream.results if stream else {}, log_dir)
             raise
         except RuntimeError as e:
-            raise RuntimeError(f"{e} (task logs: {log_dir})") from e
+            raise _failure(e, stream, log_dir) from e
     seconds = time.perf_counter() - t0
     outputs = {}
     for key, value in (task.outputs or {}).items():
@@ -130,6 +161,24 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     return {"pipeline": name, "seconds": round(seconds, 1), "pipeline_root": root,
             "log_dir": str(log_dir), "parameters": kwargs, "outputs": outputs,
             "tasks": {t: [status, round(sec, 1)] for t, (status, sec) in stream.results.items()}}
+
+
+def _failure(exc: RuntimeError, stream, log_dir: Path) -> RuntimeError:
+    """:class:`TaskFailed` for the first failed task of ``stream`` (its record, else the
+    last exception line of its log), or ``exc`` with the log folder when no task failed."""
+    failed = [t for t, (status, _) in (stream.results if stream else {}).items()
+              if status != "SUCCESS"]
+    if not failed:
+        return RuntimeError(f"{exc} (task logs: {log_dir})")
+    task = failed[0]
+    record = stream.failures.get(task)
+    if record is None:
+        found = [m for m in map(_EXC_LINE.match, stream.tail(task, 200)) if m]
+        message = (f"{found[-1].group(1).rsplit('.', 1)[-1]}: {found[-1].group(2)}" if found
+                   else "the task process failed (no exception line in its log)")
+        record = {"message": message, "input": None, "input_error": False}
+    return TaskFailed(task, record["message"], record.get("input"), stream.log_path(task),
+                      bool(record.get("input_error")))
 
 
 @contextlib.contextmanager
