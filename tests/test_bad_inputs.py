@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from kfp_gpu.build import parameters
 from kfp_gpu.cli import app, errors
 
+REPO = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused at once
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 #: Environment every case starts from: nothing of the user's leaks in.
@@ -164,7 +165,9 @@ UNUSABLE = [
     C("compile -o {tmp}/o", 2, r"invalid registry 'bad registry'",
       env={"KFP_GPU_REGISTRY": "bad registry"}, id="compile with a bad $KFP_GPU_REGISTRY"),
     C("compile --bogus", 2, r"^error: No such option: --bogus"),
-    C("compile -o /dev/null/x --only imdb-lstm", 2, r"^error: .*/dev/null"),
+    C("compile -o /dev/null/x --only imdb-lstm", 2, r"^error: --output-dir /dev/null/x: "
+      r"/dev/null is not a folder, so nothing can be created under it; name a folder$"),
+    C("compile -o /dev/null/x/y --only imdb-lstm", 2, r"/dev/null is not a folder"),
     C("compile -o {tmp}/job.yaml --only imdb-lstm", 2, r"job.yaml: exists and is not a folder"),
     # ---------------------------------------------------------------- run --local
     C("run imdb-lstm", 2, r"only --local runs are supported by `run`.*kfp-gpu submit"),
@@ -479,8 +482,6 @@ def test_classify_third_party_errors_without_importing_them_first():
 
     assert errors.classify(requests.ConnectionError("refused"))[0] == 3
     assert errors.classify(urllib3.exceptions.MaxRetryError(None, "/x", "refused"))[0] == 3
-    assert errors.classify(docker.errors.DockerException(
-        "Error while fetching server API version: Connection aborted"))[0] == 3
     assert errors.classify(docker.errors.DockerException("image has no tag"))[0] == 1
     assert errors.classify(ApiException(status=0, reason="connection refused"))[0] == 3
     assert errors.classify(ApiException(status=403, reason="Forbidden")) == (
@@ -490,6 +491,34 @@ def test_classify_third_party_errors_without_importing_them_first():
         yaml.safe_load("a: [1")
     code, message = errors.classify(e.value)
     assert code == 2 and message.startswith("invalid YAML: line 1, column 6: expected")
+
+
+@pytest.mark.parametrize("host", [NO_ENGINE, "tcp://127.0.0.1:1"])
+def test_an_unreachable_docker_engine_has_its_own_rule(host, monkeypatch):
+    """Issue 30 item 6: the Docker SDK's own error from a real engine-less client, told by
+    its cause (a connection failure), not by its text."""
+    import docker
+
+    monkeypatch.setenv("DOCKER_HOST", host)
+    with pytest.raises(docker.errors.DockerException) as caught:
+        docker.from_env().ping()
+    assert errors.classify(caught.value) == (
+        3, f"no Docker engine answers at {host} (DOCKER_HOST); start one "
+        "(scripts/dockerd.sh start) or point DOCKER_HOST at a running engine")
+    text_only = docker.errors.DockerException("Error while fetching server API version: "
+                                              "Connection aborted")
+    assert errors.classify(text_only)[0] == 1
+
+
+def test_trainjob_run_local_is_there_as_the_docs_say():
+    """Issue 30 item 6: README and docs/architecture.md name `kfp-gpu trainjob run-local`;
+    it is the same command as `mpijob run-local` (either kind of file)."""
+    res = CliRunner().invoke(app, ["trainjob", "run-local", "--help"])
+    assert res.exit_code == 0 and "TrainJob" in res.output
+    res = CliRunner().invoke(app, ["trainjob", "run-local", "/nonexistent.yaml"])
+    assert res.exit_code == 2 and "/nonexistent.yaml" in res.output
+    docs = (REPO / "README.md").read_text() + (REPO / "docs/architecture.md").read_text()
+    assert "trainjob run-local" in docs
 
 
 def test_verbose_shows_the_traceback_and_still_one_error_line():

@@ -165,6 +165,21 @@ def runtime_manifest_texts(output_dir: Path, image_set: images.ImageSet,
     return texts
 
 
+def _check_parent(output_dir: Path) -> None:
+    """Refuse an output folder whose nearest existing ancestor is not a folder (``-o
+    /dev/null/x``: ``mkdir`` would say only "File exists: /dev/null").
+
+    Raises:
+        ValueError: naming the ancestor that is not a folder.
+    """
+    parent = output_dir.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"--output-dir {output_dir}: {parent} is not a folder, so nothing "
+                         "can be created under it; name a folder")
+
+
 def _write_all(files: dict[Path, str], output_dir: Path | None) -> list[Path]:
     """Write every compiled text once all of them exist (issue 22 item 3: never a mixed
     output folder). With ``output_dir`` the whole set is written into a temp folder beside
@@ -181,6 +196,7 @@ def _write_all(files: dict[Path, str], output_dir: Path | None) -> list[Path]:
             storage.write_text(path, text)
         return list(files)
     output_dir = Path(output_dir)
+    _check_parent(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.compile-", dir=output_dir.parent))
     try:

@@ -225,6 +225,7 @@ app.command("submit")(submit.submit_command)
 app.command("params")(parameters.params_command)
 app.command("train-resnet")(resnet.train_resnet_command)
 app.add_typer(mpijob.app, name="mpijob")
+app.add_typer(mpijob.trainjob_app, name="trainjob")
 
 
 def main() -> None:

@@ -108,14 +108,36 @@ def _os_message(exc: OSError) -> str:
     return what
 
 
+def _caused_by_connection(exc: BaseException) -> bool:
+    """Whether a connection failure (:data:`_UNREACHABLE`) is in ``exc``'s cause/context
+    chain: the Docker SDK wraps the requests/urllib3 error it got from the engine's socket
+    (docker 7.1 ``docker/api/client.py`` ``_retrieve_server_version``)."""
+    seen, cause = set(), exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if _names(cause) & _UNREACHABLE:
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _no_engine() -> str:
+    import os
+
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return (f"no Docker engine answers at {host} (DOCKER_HOST); start one "
+            "(scripts/dockerd.sh start) or point DOCKER_HOST at a running engine")
+
+
 _VERBOSE_HINT = " (run with -v for the traceback)"
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
     """``(exit status, one-line message)`` for an exception a command let through.
 
-    :class:`CliError` -> its own status; connection failures (requests/urllib3, a Docker
-    SDK "Error while fetching server API version", a Kubernetes ``ApiException`` with
+    :class:`CliError` -> its own status; a Docker SDK error caused by a connection failure
+    -> 3, "no Docker engine answers at $DOCKER_HOST"; connection failures (requests/urllib3,
+    a Kubernetes ``ApiException`` with
     status 0) -> 3; YAML errors, ``ValueError`` (JSON, Unicode decoding), ``OSError``
     (missing file, no permission, not a directory, a bad gzip file), ``EOFError``
     (truncated compressed file), a kubeconfig ``ConfigException`` -> 2; a Kubernetes or
@@ -124,9 +146,9 @@ def classify(exc: BaseException) -> tuple[int, str]:
     names = _names(exc)
     if isinstance(exc, CliError):
         return exc.exit_code, one_line(str(exc))
-    if names & _UNREACHABLE or (
-            "docker.DockerException" in names
-            and ("API version" in str(exc) or "onnect" in str(exc))):
+    if "docker.DockerException" in names and _caused_by_connection(exc):
+        return UNREACHABLE, _no_engine()
+    if names & _UNREACHABLE:
         return UNREACHABLE, f"cannot connect: {one_line(str(exc))}"
     if "kubernetes.ApiException" in names or "kfp_server_api.ApiException" in names:
         status = getattr(exc, "status", 0)

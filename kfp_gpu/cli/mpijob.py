@@ -1,6 +1,6 @@
 """``kfp-gpu mpijob`` sub-commands (library: :mod:`kfp_gpu.cli.run_local`).
 
-``kfp-gpu mpijob run-local FILE`` runs an MPIJob file as local Docker containers the way
+``kfp-gpu mpijob run-local FILE`` (also ``kfp-gpu trainjob run-local FILE``) runs an MPIJob file as local Docker containers the way
 mpi-operator v0.8.2 would run it on a cluster, or a TrainJob file (``--runtime``: its
 ClusterTrainingRuntime) the way Kubeflow Trainer v2.3.0 + JobSet would (see
 docs/local-mpijob.md). The runner and the Docker SDK are imported inside the command.
@@ -19,6 +19,14 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   "containers.")
 
 
+#: ``kfp-gpu trainjob run-local``: the same command under the name a TrainJob user types
+#: (issue 30 item 6); either command takes either kind of file.
+trainjob_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                           help="TrainJob tools: run a TrainJob (or MPIJob) file locally in "
+                           "Docker containers.")
+
+
+@trainjob_app.command("run-local")
 @app.command("run-local")
 def run_local_command(
     file: str = typer.Argument(..., callback=checks.readable_file,
