@@ -30,7 +30,7 @@ class InputError(ValueError):
     """The input is unusable as given (exit 2 when it ends a task); ``input``: the path or
     URI being read (None when not known)."""
 
-    def __init__(self, message: str, input: str | None = None):  # noqa: A002 - the word
+    def __init__(self, message: str, input: str | None = None):
         super().__init__(message)
         self.input = input
 
@@ -87,7 +87,7 @@ def record_of(line: str) -> dict | None:
 
 
 @contextlib.contextmanager
-def reported(input: str | None = None) -> Iterator[None]:  # noqa: A002 - the word
+def reported(input: str | None = None) -> Iterator[None]:
     """Write :func:`record` of an exception that escapes the block to stderr, then re-raise
     it unchanged. ``input``: the input to name when the exception names none."""
     try:

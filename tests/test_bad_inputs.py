@@ -503,8 +503,8 @@ def test_an_unreachable_docker_engine_has_its_own_rule(host, monkeypatch):
     with pytest.raises(docker.errors.DockerException) as caught:
         docker.from_env().ping()
     assert errors.classify(caught.value) == (
-        3, f"no Docker engine answers at {host} (DOCKER_HOST); start one "
-        "(scripts/dockerd.sh start) or point DOCKER_HOST at a running engine")
+        3, (f"no Docker engine answers at {host} (DOCKER_HOST); start one "
+            "(scripts/dockerd.sh start) or point DOCKER_HOST at a running engine"))
     text_only = docker.errors.DockerException("Error while fetching server API version: "
                                               "Connection aborted")
     assert errors.classify(text_only)[0] == 1

@@ -59,8 +59,8 @@ def test_short_view_and_per_task_files(tmp_path):
     assert shown[-1].startswith("[train] failure in ")
     assert not any("Traceback" in x or "boom" in x for x in shown)
     assert s.tail("train")[-2:] == ["    ValueError: boom",
-                                     "08:23:20.000 - INFO - Task 'train' finished with status "
-                                     "FAILURE"]
+                                     ("08:23:20.000 - INFO - Task 'train' finished with status "
+                                      "FAILURE")]
     assert s.results["prep-text"][0] == "SUCCESS" and s.results["train"][0] == "FAILURE"
     prep_log = (tmp_path / "prep-text.log").read_text()
     assert "Got executor_input" in prep_log and "oneDNN" in prep_log

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import storage
 from kfp_gpu import input_errors as ie
+from kfp_gpu import storage
 from kfp_gpu.components.prep_text import tokens
 from kfp_gpu.training import datasets
 

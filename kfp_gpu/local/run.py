@@ -34,7 +34,7 @@ class TaskFailed(RuntimeError):
     :mod:`kfp_gpu.input_errors`; the CLI exits 2 for it, 1 otherwise).
     """
 
-    def __init__(self, task: str, message: str, input: str | None, log: Path,  # noqa: A002
+    def __init__(self, task: str, message: str, input: str | None, log: Path,
                  input_error: bool):
         super().__init__(f"task {task} failed: {message}")
         self.task, self.message, self.input, self.log = task, message, input, log
