@@ -43,6 +43,7 @@ LAUNCHER_RULES = {
     ("", "pods"): {"get", "list"},  # issue 11 item 19: no verb nothing uses
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},
+    ("resource.k8s.io", "resourceclaimtemplates"): {"create", "get", "delete"},  # dra requests
 }
 
 

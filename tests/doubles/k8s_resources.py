@@ -9,7 +9,9 @@ declare them:
 - ``trainjobs.trainer.kubeflow.org`` ``v1alpha1`` TrainJob, namespaced, status subresource
   (kubeflow/trainer v2.3.0 ``manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml``);
 - ``clustertrainingruntimes.trainer.kubeflow.org`` ``v1alpha1`` ClusterTrainingRuntime,
-  cluster-scoped; read-only here (tests seed them with ``FakeKube.put_object``).
+  cluster-scoped; read-only here (tests seed them with ``FakeKube.put_object``);
+- ``resourceclaimtemplates.resource.k8s.io`` ``v1`` ResourceClaimTemplate (built in, not a
+  CRD), namespaced, no status: what a ``dra`` job's launcher creates.
 
 :data:`OPERATORS`: how each job kind's controller shows progress, for
 :class:`ScriptedController`:
@@ -71,6 +73,10 @@ SERVED: dict[str, Served] = {s.plural: s for s in (
     Served("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
     Served("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime",
            "clustertrainingruntimes", namespaced=False, read_only=True,
+           status_subresource=False),
+    # A built-in kind, served the same way: namespaced, no status (k8s.io/api v0.36.3
+    # resource/v1/types.go ResourceClaimTemplate has metadata and spec only).
+    Served("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates",
            status_subresource=False),
 )}
 
