@@ -7,9 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 
 LABEL = "kfp-gpu-test"
+#: Six hex digits drawn once per test session (issue 30 item 4): the jobs, containers and
+#: networks the container tests create carry it in their names, so two sessions on one
+#: engine never meet (container names are engine-wide: a second run of a job name would
+#: find the first one's containers, or remove them).
+SESSION = secrets.token_hex(3)
 NAMES = ("trainer", "horovod", "launcher")
+
+
+def unique(name: str) -> str:
+    """``name`` with this session's token, e.g. ``lmpi-cli`` -> ``lmpi-cli-3fa9c1`` (a valid
+    DNS-1123 label while ``name`` is one of at most 56 characters)."""
+    return f"{name}-{SESSION}"
 
 
 def image_ref(name: str) -> str:

@@ -43,6 +43,7 @@ import pytest
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import mpijob, network, ssh, volumes
 from tests.containers import local_jobs
+from tests.containers.engine import unique
 from tests.containers.local_jobs import assert_gone
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600)]
@@ -65,7 +66,7 @@ def chaos_job(name: str, image: str) -> dict:
         name=name, namespace="ci", image=image, args=args, workers=2, settings=settings,
         rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A, multus_networks="",
         nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="256Mi",
-        run_id="chaos", task_name="train"))
+        run_id=unique("chaos"), task_name="train"))
 
 
 def work_dir(tmp_path: Path, name: str) -> Path:
@@ -125,7 +126,7 @@ def test_worker_killed_mid_training_then_the_retry_resumes(docker_engine, horovo
                                                            tmp_path):
     # the uninterrupted reference
     ref_work = work_dir(tmp_path, "ref")
-    status, runner, workspace, _ = run(docker_engine, chaos_job("chaos-ref", horovod_image),
+    status, runner, workspace, _ = run(docker_engine, chaos_job(unique("chaos-ref"), horovod_image),
                                        ref_work)
     try:
         assert status["conditions"][-1]["type"] == "Succeeded", runner.logs()[-3000:]
@@ -135,7 +136,7 @@ def test_worker_killed_mid_training_then_the_retry_resumes(docker_engine, horovo
     assert ref["start_epoch"] == 0 and ref["global_step"] == EPOCHS * STEPS
 
     # run 1: Worker 1 killed once the first checkpoint exists
-    job = chaos_job("chaos", horovod_image)
+    job = chaos_job(unique("chaos"), horovod_image)
     work = work_dir(tmp_path, "work")
     status, runner, workspace, killed = run(docker_engine, job, work,
                                             kill_after_checkpoint=True)
@@ -143,12 +144,12 @@ def test_worker_killed_mid_training_then_the_retry_resumes(docker_engine, horovo
         assert killed, "no checkpoint appeared: " + runner.logs()[-3000:]
         failed = next(c for c in status["conditions"] if c["type"] == "Failed")
         assert failed["status"] == "True" and failed["reason"] == "WorkerFailed/Error"
-        assert failed["message"].startswith("worker chaos-worker-1 exited with code 137")
+        assert failed["message"].startswith(f"worker {unique('chaos')}-worker-1 exited with code 137")
         assert not (work / "run" / "metrics.json").exists()  # it did not finish
     finally:
         assert_gone(docker_engine, runner, workspace)
     assert docker_engine.containers.list(
-        all=True, filters={"label": f"{local_jobs.local_runner.JOB_LABEL}=ci.chaos"}) == []
+        all=True, filters={"label": f"{local_jobs.local_runner.JOB_LABEL}=ci.{unique('chaos')}"}) == []
     checkpoints = sorted(int(p.name[len("ckpt-"):-len(".index")])
                          for p in (work / "run" / "checkpoints").glob("ckpt-*.index"))
     assert checkpoints and checkpoints[-1] < EPOCHS * STEPS  # killed mid-training

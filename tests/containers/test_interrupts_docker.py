@@ -18,6 +18,7 @@ from kfp_gpu.local import docker as local_docker
 from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
+from tests.containers.engine import unique
 from tests.test_interrupts import _wait_for
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600)]
@@ -74,7 +75,7 @@ def _labelled(client, key: str) -> tuple[list, list]:
                                                    ("TrainJob", signal.SIGTERM, 143)])
 def test_run_local_signal_removes_the_job(docker_engine, horovod_image, tmp_path, kind, sig,
                                           code):
-    name = f"lint-{kind.lower()}-{int(sig)}"
+    name = unique(f"lint-{kind.lower()}-{int(sig)}")
     opts = MPIJobOptions.from_settings(name=name, namespace="ci", image=horovod_image,
                                        program=SLEEPER, workers=2)
     build = mpijob if kind == "MPIJob" else trainjob
@@ -98,7 +99,7 @@ def test_run_local_signal_removes_the_job(docker_engine, horovod_image, tmp_path
 def test_run_local_over_a_leftover_job_is_one_line_exit_2(docker_engine, horovod_image,
                                                          tmp_path):
     """What an earlier run left (here its network) is named, with --replace as the way out."""
-    name = "lint-leftover"
+    name = unique("lint-leftover")
     opts = MPIJobOptions.from_settings(name=name, namespace="ci", image=horovod_image,
                                        program=("true",), workers=1)
     f = tmp_path / "job.yaml"

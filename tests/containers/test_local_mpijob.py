@@ -22,6 +22,7 @@ from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import mpijob, ssh, volumes
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.containers import local_jobs
+from tests.containers.engine import unique
 from tests.containers.local_jobs import assert_gone
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
@@ -46,7 +47,7 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
             "print(f'RANK {c.rank} {c.size} {s} {socket.gethostname()} {os.getuid()} "
             "{os.getgid()}\\n', end='', flush=True)")  # one write per line (see below)
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-smoke", namespace="ci", image=horovod_image, program=("python", "-c", code),
+        name=unique("lmpi-smoke"), namespace="ci", image=horovod_image, program=("python", "-c", code),
         workers=2, gpu="gpu:1", rdma=True, shm_size="256Mi"))
     status, sampler, runner = run_job(docker_engine, job)
     workspace = runner.workspace
@@ -56,8 +57,8 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
         assert sampler.conditions == ["Created", "Running", "Succeeded"]
         logs = runner.logs("launcher")
         ranks = sorted(ln.split()[1:] for ln in logs.splitlines() if ln.startswith("RANK "))
-        assert ranks == [["0", "2", "3", "lmpi-smoke-worker-0", str(UID), str(UID)],
-                         ["1", "2", "3", "lmpi-smoke-worker-1", str(UID), str(UID)]], logs
+        assert ranks == [["0", "2", "3", f"{unique('lmpi-smoke')}-worker-0", str(UID), str(UID)],
+                         ["1", "2", "3", f"{unique('lmpi-smoke')}-worker-1", str(UID), str(UID)]], logs
         # a quiet Launcher log: every variable mpirun forwards with -x exists in the image
         # (Open MPI warns "could not find environment variable" for an unset one), and
         # ssh does not announce each Worker's host key
@@ -68,14 +69,14 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
         assert any("sshd" in args and name.endswith("worker-0") for name, _, args in
                    sampler.procs)
         # /dev/shm got the emptyDir's sizeLimit; GPU/RDMA requests were dropped with a note
-        launcher = docker_engine.containers.get("lmpi-smoke-launcher")
+        launcher = docker_engine.containers.get(f"{unique('lmpi-smoke')}-launcher")
         assert launcher.attrs["Config"]["User"] == f"{UID}:{UID}"
         env = dict(e.split("=", 1) for e in launcher.attrs["Config"]["Env"])
         assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
         assert env["K_MPI_JOB_ROLE"] == "launcher"
         assert any("nvidia.com/gpu" in n for n in runner.plan.notes)
         # cleanPodPolicy Running (the builder's default): Workers removed, Launcher kept
-        assert [c.name for c in runner.containers()] == ["lmpi-smoke-launcher"]
+        assert [c.name for c in runner.containers()] == [f"{unique('lmpi-smoke')}-launcher"]
         assert status["replicaStatuses"]["Launcher"] == {"succeeded": 1}
     finally:
         assert_gone(docker_engine, runner, workspace)
@@ -97,7 +98,7 @@ def test_ranks_sshd_starts_see_the_workers_device_env(docker_engine, horovod_ima
             "str(os.environ.get('CUDA_DEVICE_MEMORY_LIMIT_0')), "
             "str(os.environ.get('NVIDIA_VISIBLE_DEVICES'))]) + '\\n', end='', flush=True)")
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-devenv", namespace="ci", image=horovod_image,
+        name=unique("lmpi-devenv"), namespace="ci", image=horovod_image,
         program=("python", "-c", code), workers=2))
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert worker["command"] == list(ssh.DEFAULT_WORKER_COMMAND)
@@ -110,9 +111,9 @@ def test_ranks_sshd_starts_see_the_workers_device_env(docker_engine, horovod_ima
         assert [c for c in status["conditions"] if c["status"] == "True"][-1]["type"] == (
             "Succeeded"), logs
         ranks = sorted(ln.split()[1:] for ln in logs.splitlines() if ln.startswith("RANK "))
-        assert ranks == [[f"lmpi-devenv-worker-{i}", "-", "1000m", "GPU-0a1b2c3d"]
+        assert ranks == [[f"{unique('lmpi-devenv')}-worker-{i}", "-", "1000m", "GPU-0a1b2c3d"]
                          for i in (0, 1)], logs
-        launcher = docker_engine.containers.get("lmpi-devenv-launcher")
+        launcher = docker_engine.containers.get(f"{unique('lmpi-devenv')}-launcher")
         env = dict(e.split("=", 1) for e in launcher.attrs["Config"]["Env"])
         assert "CUDA_DEVICE_MEMORY_LIMIT_0" not in env and env["NVIDIA_VISIBLE_DEVICES"] == ""
     finally:
@@ -121,7 +122,7 @@ def test_ranks_sshd_starts_see_the_workers_device_env(docker_engine, horovod_ima
 
 def test_worker_exit_fails_the_job_with_its_reason(docker_engine, horovod_image):
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-broken", namespace="ci", image=horovod_image, program=("true",), workers=2,
+        name=unique("lmpi-broken"), namespace="ci", image=horovod_image, program=("true",), workers=2,
         worker_command=("sh", "-c", "echo disk on fire >&2; exit 3"), clean_pod_policy="None"))
     status, sampler, runner = run_job(docker_engine, job)
     workspace = runner.workspace
@@ -140,7 +141,7 @@ def test_worker_exit_fails_the_job_with_its_reason(docker_engine, horovod_image)
 def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
     sshd = " ".join(ssh.DEFAULT_WORKER_COMMAND)
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-lost", namespace="ci", image=horovod_image, workers=2,
+        name=unique("lmpi-lost"), namespace="ci", image=horovod_image, workers=2,
         program=("python", "-c", "import time; time.sleep(120)"),
         worker_command=("sh", "-c", f"{sshd} & sleep 8; echo node lost >&2; exit 4")))
     status, sampler, runner = run_job(docker_engine, job)
@@ -149,7 +150,7 @@ def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
         assert sampler.conditions == ["Created", "Running", "Failed"]
         failed = next(c for c in status["conditions"] if c["type"] == "Failed")
         assert failed["reason"] == "WorkerFailed/Error"
-        assert "worker lmpi-lost-worker-0 exited with code 4 (Error): " in failed["message"]
+        assert f"worker {unique('lmpi-lost')}-worker-0 exited with code 4 (Error): " in failed["message"]
         assert failed["message"].endswith("\nnode lost") and "\r" not in failed["message"]
         launcher = runner.containers("launcher")[0]
         assert launcher.attrs["State"]["Status"] == "exited"  # stopped, not left running
@@ -175,7 +176,7 @@ def test_launcher_retries_by_the_job_controllers_rule(docker_engine, horovod_ima
     """Issue 21 items 11 and 12: the Launcher Job's backoff rule for the restartPolicy
     mpi-operator gives it, and the operator's Failed reason and message."""
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-retry", namespace="ci", image=horovod_image, workers=1, backoff_limit=2,
+        name=unique("lmpi-retry"), namespace="ci", image=horovod_image, workers=1, backoff_limit=2,
         program=("python", "-c", "import sys; print('trying', flush=True); sys.exit(5)")))
     assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure"
     job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = restart_policy
@@ -198,7 +199,7 @@ def test_deadline_starts_with_the_launcher(docker_engine, horovod_image):
     tests/test_mpi_local_reconcile.py)."""
     sshd = " ".join(ssh.DEFAULT_WORKER_COMMAND)
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-late", namespace="ci", image=horovod_image, workers=1,
+        name=unique("lmpi-late"), namespace="ci", image=horovod_image, workers=1,
         active_deadline_seconds=6, worker_command=("sh", "-c", f"sleep 9; exec {sshd}"),
         program=("python", "-c", "print('started', flush=True)")))
     assert job["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
@@ -216,14 +217,14 @@ def test_deadline_starts_with_the_launcher(docker_engine, horovod_image):
 def test_resnet_on_fashion_mnist_two_workers_identical_weights(docker_engine, horovod_image,
                                                               shared_data, tmp_path):
     pvc_dirs = local_jobs.resnet_pvc_dirs(shared_data, tmp_path)
-    job = mpijob.build(local_jobs.resnet_options("lmpi-resnet", horovod_image))
+    job = mpijob.build(local_jobs.resnet_options(unique("lmpi-resnet"), horovod_image))
     _, sampler, runner = run_job(docker_engine, job, pvc_dirs=pvc_dirs)
     workspace = runner.workspace
     try:
         assert sampler.conditions == ["Created", "Running", "Succeeded"], runner.logs()[-3000:]
         ranks = local_jobs.check_resnet_run(Path(pvc_dirs["work"]), sampler,
-                                            {"lmpi-resnet-worker-0", "lmpi-resnet-worker-1"})
-        assert [r["host"] for r in ranks] == ["lmpi-resnet-worker-0", "lmpi-resnet-worker-1"]
+                                            {f"{unique('lmpi-resnet')}-worker-0", f"{unique('lmpi-resnet')}-worker-1"})
+        assert [r["host"] for r in ranks] == [f"{unique('lmpi-resnet')}-worker-0", f"{unique('lmpi-resnet')}-worker-1"]
     finally:
         assert_gone(docker_engine, runner, workspace)
 
@@ -252,16 +253,16 @@ def test_run_local_command(docker_engine, horovod_image, tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     os.chown(scratch, UID, UID)
-    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-cli", ("python", "-c", code))
+    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, unique("lmpi-cli"), ("python", "-c", code))
     res = subprocess.run(_kfp_gpu("mpijob", "run-local", str(f), "--pvc", f"scratch={scratch}"),
                          check=False, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "RANK 0 lmpi-cli-worker-0" in res.stdout and "RANK 1 lmpi-cli-worker-1" in res.stdout
+    assert f"RANK 0 {unique('lmpi-cli')}-worker-0" in res.stdout and f"RANK 1 {unique('lmpi-cli')}-worker-1" in res.stdout
     assert "status: Succeeded=True MPIJobSucceeded" in res.stderr
-    assert (scratch / "rank1").read_text() == "lmpi-cli-worker-1"  # the PVC folder, rw
+    assert (scratch / "rank1").read_text() == f"{unique('lmpi-cli')}-worker-1"  # the PVC folder, rw
     assert docker_engine.containers.list(
-        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-cli"}) == []
+        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.{unique('lmpi-cli')}"}) == []
     res = subprocess.run(_kfp_gpu("mpijob", "run-local", str(f)), check=False,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "--pvc scratch=DIR" in res.stderr, res.stderr
@@ -274,7 +275,7 @@ def test_run_local_command_sigterm_deletes_the_job(docker_engine, horovod_image,
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, "lmpi-term",
+    f = _smoke_yaml(tmp_path / "job.yaml", horovod_image, unique("lmpi-term"),
                     ("python", "-c", "import time; print('up', flush=True); time.sleep(300)"))
     proc = subprocess.Popen(_kfp_gpu("mpijob", "run-local", str(f), "--pvc",
                                      f"scratch={scratch}"), stdout=subprocess.PIPE,
@@ -289,8 +290,8 @@ def test_run_local_command_sigterm_deletes_the_job(docker_engine, horovod_image,
     proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143, "".join(lines) + rest
-    assert "interrupted (SIGTERM): MPIJob ci.lmpi-term containers and network removed" in rest
+    assert f"interrupted (SIGTERM): MPIJob ci.{unique('lmpi-term')} containers and network removed" in rest
     assert docker_engine.containers.list(
-        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-term"}) == []
+        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.{unique('lmpi-term')}"}) == []
     assert docker_engine.networks.list(
-        filters={"label": f"{local_runner.JOB_LABEL}=ci.lmpi-term"}) == []
+        filters={"label": f"{local_runner.JOB_LABEL}=ci.{unique('lmpi-term')}"}) == []

@@ -25,6 +25,7 @@ from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import ssh, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.containers import local_jobs
+from tests.containers.engine import unique
 from tests.containers.local_jobs import assert_gone
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
@@ -61,7 +62,7 @@ def _node_command(runtime: dict, command: list[str]) -> dict:
 def test_resnet_on_fashion_mnist_two_nodes_identical_weights(docker_engine, horovod_image,
                                                              runtime, shared_data, tmp_path):
     pvc_dirs = local_jobs.resnet_pvc_dirs(shared_data, tmp_path)
-    job = trainjob.build(local_jobs.resnet_options("ltj-resnet", horovod_image))
+    job = trainjob.build(local_jobs.resnet_options(unique("ltj-resnet"), horovod_image))
     assert job["spec"]["trainer"]["numNodes"] == 2 and job["spec"]["trainer"][
         "numProcPerNode"] == 1
     status, sampler, runner = run_job(docker_engine, job, runtime, horovod_image,
@@ -76,16 +77,16 @@ def test_resnet_on_fashion_mnist_two_nodes_identical_weights(docker_engine, horo
         assert launcher["succeeded"] == 1 and launcher["failed"] == 0
         # one rank on the node pod, one on the launcher pod (runLauncherAsNode)
         local_jobs.check_resnet_run(Path(pvc_dirs["work"]), sampler,
-                                    {"ltj-resnet-launcher-0-0", "ltj-resnet-node-0-0"})
-        assert any("sshd" in args and name == "ltj-resnet-node-0-0"
+                                    {f"{unique('ltj-resnet')}-launcher-0-0", f"{unique('ltj-resnet')}-node-0-0"})
+        assert any("sshd" in args and name == f"{unique('ltj-resnet')}-node-0-0"
                    for name, _, args in sampler.procs)
-        la = docker_engine.containers.get("ltj-resnet-launcher-0-0")
+        la = docker_engine.containers.get(f"{unique('ltj-resnet')}-launcher-0-0")
         assert la.attrs["Config"]["User"] == f"{UID}:{UID}"
         env = dict(e.split("=", 1) for e in la.attrs["Config"]["Env"])
         assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
         assert env["OMPI_MCA_orte_set_default_slots"] == "1"
         # a finished JobSet deletes its active Jobs: node pods gone, the launcher kept
-        assert [c.name for c in runner.containers()] == ["ltj-resnet-launcher-0-0"]
+        assert [c.name for c in runner.containers()] == [f"{unique('ltj-resnet')}-launcher-0-0"]
     finally:
         assert_gone(docker_engine, runner, workspace)
 
@@ -93,7 +94,7 @@ def test_resnet_on_fashion_mnist_two_nodes_identical_weights(docker_engine, horo
 def test_node_exit_fails_the_trainjob_with_jobsets_reason(docker_engine, horovod_image,
                                                          runtime):
     job = trainjob.build(MPIJobOptions.from_settings(
-        name="ltj-broken", namespace="ci", image=horovod_image, program=("true",), workers=2))
+        name=unique("ltj-broken"), namespace="ci", image=horovod_image, program=("true",), workers=2))
     broken = _node_command(runtime, ["sh", "-c", "echo disk on fire >&2; exit 3"])
     status, sampler, runner = run_job(docker_engine, job, broken, horovod_image)
     workspace = runner.workspace
@@ -103,7 +104,7 @@ def test_node_exit_fails_the_trainjob_with_jobsets_reason(docker_engine, horovod
         assert failed["reason"] == "ReachedMaxRestarts"  # the runtime's failurePolicy
         assert failed["message"].startswith(
             "jobset failed due to reaching max number of restarts (first failed job: "
-            "ltj-broken-node-0); pod ltj-broken-node-0-0 exited with code 3 (Error)")
+            f"{unique('ltj-broken')}-node-0); pod {unique('ltj-broken')}-node-0-0 exited with code 3 (Error)")
         assert "disk on fire" in failed["message"]
         assert runner.containers("launcher") == []  # dependsOn node Ready: never created
         node = {j["name"]: j for j in status["jobsStatus"]}["node"]
@@ -115,14 +116,14 @@ def test_node_exit_fails_the_trainjob_with_jobsets_reason(docker_engine, horovod
 def test_launcher_failure_is_final_with_backoff_limit_0(docker_engine, horovod_image,
                                                         runtime):
     job = trainjob.build(MPIJobOptions.from_settings(
-        name="ltj-fail", namespace="ci", image=horovod_image, workers=2,
+        name=unique("ltj-fail"), namespace="ci", image=horovod_image, workers=2,
         program=("python", "-c", "import sys; print('trying', flush=True); sys.exit(5)")))
     status, _, runner = run_job(docker_engine, job, runtime, horovod_image)
     workspace = runner.workspace
     try:
         failed = status["conditions"][-1]
         assert failed["type"] == "Failed" and failed["reason"] == "ReachedMaxRestarts"
-        assert "(first failed job: ltj-fail-launcher-0)" in failed["message"]
+        assert f"(first failed job: {unique('ltj-fail')}-launcher-0)" in failed["message"]
         assert runner.logs("launcher").count("trying") >= 1
         assert runner.launcher_failures == 1  # runtime backoffLimit 0: no retry
     finally:
@@ -134,7 +135,7 @@ def test_run_local_command_with_the_default_runtime(docker_engine, horovod_image
             # one write per line: rank 0 runs beside mpirun with the image's PYTHONUNBUFFERED
             "print(f'RANK {c.rank} {c.size} {socket.gethostname()}\\n', end='', flush=True)")
     job = trainjob.build(MPIJobOptions.from_settings(
-        name="ltj-cli", namespace="ci", image=horovod_image, program=("python", "-c", code),
+        name=unique("ltj-cli"), namespace="ci", image=horovod_image, program=("python", "-c", code),
         workers=2, rdma=True))
     f = tmp_path / "tj.yaml"
     f.write_text(trainjob.to_yaml(job), encoding="utf-8")
@@ -144,10 +145,10 @@ def test_run_local_command_with_the_default_runtime(docker_engine, horovod_image
     assert res.returncode == 0, res.stdout + res.stderr
     ranks = sorted(ln.split()[1:] for ln in res.stdout.splitlines() if ln.startswith("RANK "))
     assert [r[:2] for r in ranks] == [["0", "2"], ["1", "2"]], res.stdout
-    assert {r[2] for r in ranks} == {"ltj-cli-launcher-0-0", "ltj-cli-node-0-0"}
+    assert {r[2] for r in ranks} == {f"{unique('ltj-cli')}-launcher-0-0", f"{unique('ltj-cli')}-node-0-0"}
     # rdma=True: the launcher, node 0 with ranks of its own, ran worker_start's memlock
     # check before mpirun (no verbs device here, so it warns and goes on over TCP)
     assert "kfp-gpu worker: KFP_GPU_RDMA=1 but no /dev/infiniband/uverbs*" in res.stdout
     assert "status: Complete=True AllJobsCompleted" in res.stderr
     assert docker_engine.containers.list(
-        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.ltj-cli"}) == []
+        all=True, filters={"label": f"{local_runner.JOB_LABEL}=ci.{unique('ltj-cli')}"}) == []

@@ -34,7 +34,7 @@ from kfp_gpu.mpi.local import workspace as lw
 from kfp_gpu.mpi.spec import mpijob, ssh
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.containers import local_jobs
-from tests.containers.engine import LABEL
+from tests.containers.engine import LABEL, unique
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 
@@ -155,7 +155,7 @@ def test_root_ssh_with_fs_group_mpirun_across_two_workers(docker_engine, horovod
             "{os.getuid()}\\n', end='', flush=True)")  # one write per line
     root = dataclasses.replace(ssh.ROOT_SSH, run_as_user=0, run_as_group=0, fs_group=1000)
     job = mpijob.build(MPIJobOptions.from_settings(
-        name="lmpi-rootfs", namespace="ci", image=horovod_image,
+        name=unique("lmpi-rootfs"), namespace="ci", image=horovod_image,
         program=("python3", "-c", code), workers=2, ssh=root))
     expected = {n: (0o640, 0, 1000) for n in SSH_FILES}  # 0600 | 0440, group fsGroup
     status, sampler, runner = local_jobs.run_job(docker_engine, job, expected)
@@ -164,8 +164,8 @@ def test_root_ssh_with_fs_group_mpirun_across_two_workers(docker_engine, horovod
         logs = runner.logs("launcher")
         assert status["conditions"][-1]["type"] == "Succeeded", logs
         ranks = sorted(ln.split()[1:] for ln in logs.splitlines() if ln.startswith("RANK "))
-        assert ranks == [["0", "2", "3", "lmpi-rootfs-worker-0", "0"],
-                         ["1", "2", "3", "lmpi-rootfs-worker-1", "0"]], logs
+        assert ranks == [["0", "2", "3", f"{unique('lmpi-rootfs')}-worker-0", "0"],
+                         ["1", "2", "3", f"{unique('lmpi-rootfs')}-worker-1", "0"]], logs
         assert "UNPROTECTED PRIVATE KEY" not in logs and "Permission denied" not in logs
         # the ranks ran as root (sshd's privilege-separated child is user sshd's)
         assert {uid for _, uid, args in sampler.procs if "python3 -c" in args} == {0}
@@ -193,7 +193,7 @@ def upstream_shaped_job(image: str) -> dict:
 
     return {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
-        "metadata": {"name": "lmpi-upstream", "namespace": "ci"},
+        "metadata": {"name": unique("lmpi-upstream"), "namespace": "ci"},
         "spec": {
             "slotsPerWorker": 2,
             "runPolicy": {"cleanPodPolicy": "Running"},
@@ -221,7 +221,7 @@ def test_upstream_shaped_mpijob_with_a_bare_python3(docker_engine, horovod_image
         rows = sorted(ln.split()[1:] for ln in logs.splitlines() if ln.startswith("RANK "))
         assert [r[:3] for r in rows] == [[str(i), "4", str(i)] for i in range(4)], logs
         hosts = [r[3] for r in rows]
-        assert sorted(hosts) == ["lmpi-upstream-worker-0"] * 2 + ["lmpi-upstream-worker-1"] * 2
+        assert sorted(hosts) == [f"{unique('lmpi-upstream')}-worker-0"] * 2 + [f"{unique('lmpi-upstream')}-worker-1"] * 2
         assert {tuple(r[4:]) for r in rows} == {
             ("1000", "/opt/venv/bin/python3", "/opt/venv")}, logs
     finally:
