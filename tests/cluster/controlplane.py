@@ -87,16 +87,33 @@ class Plane:
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 120) -> subprocess.CompletedProcess:
-        """Run the built kubectl against this plane."""
-        return subprocess.run([str(self.bins["k8s"] / "kubectl"), *args], env=self.env(),
-                              input=input, capture_output=True, text=True, check=check,
-                              timeout=timeout)
+        """Run the built kubectl against this plane; with ``check`` a non-zero exit raises
+        RuntimeError with kubectl's stderr."""
+        r = subprocess.run([str(self.bins["k8s"] / "kubectl"), *args], env=self.env(),
+                           input=input, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args[:3])} failed ({r.returncode}): "
+                               f"{r.stderr.strip()}")
+        return r
 
     def apply(self, docs: list[dict]) -> None:
-        """Server-side apply (field manager ``kfp-gpu-tests``) of ``docs``."""
+        """Server-side apply (field manager ``kfp-gpu-tests``) of ``docs``; CRDs among them
+        are waited for until Established."""
         text = yaml.safe_dump_all(docs)
         self.kubectl("apply", "--server-side", "--force-conflicts",
                      "--field-manager=kfp-gpu-tests", "-f", "-", input=text)
+        crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
+        end = time.monotonic() + 60
+        while crds and time.monotonic() < end:
+            r = self.kubectl("get", "crd", *crds, "-o", "json")
+            items = json.loads(r.stdout).get("items") or []
+            if all(any(c["type"] == "Established" and c["status"] == "True"
+                       for c in (i.get("status") or {}).get("conditions") or [])
+                   for i in items):
+                return
+            time.sleep(0.3)
+        if crds:
+            raise RuntimeError(f"CRDs not Established in 60 s: {', '.join(crds)}")
 
     # ------------------------------------------------------------ processes
     def pid_file(self, name: str) -> Path:
@@ -138,18 +155,27 @@ class Plane:
                 "--threadiness=2"]
         if gang_scheduling:
             argv.append(f"--gang-scheduling={gang_scheduling}")
+        before = self.lease_holder("mpi-operator", "mpi-operator")
         self.start_process("mpi-operator", argv)
-        self.wait_for_lease("mpi-operator", "mpi-operator", "mpi-operator")
+        # v0.8.2 does not release its Lease on exit (no ReleaseOnCancel: app/server.go), so
+        # a restarted operator leads only once the old holder's 15 s lease has expired.
+        self.wait_for_lease("mpi-operator", "mpi-operator", "mpi-operator", before)
 
-    def wait_for_lease(self, ns: str, lease: str, process: str, timeout: float = 90) -> None:
-        """Wait until Lease ns/lease has a holder; the process must stay alive meanwhile."""
+    def lease_holder(self, ns: str, lease: str) -> str:
+        r = self.kubectl("get", "lease", "-n", ns, lease, "-o",
+                         "jsonpath={.spec.holderIdentity}", check=False)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    def wait_for_lease(self, ns: str, lease: str, process: str, previous: str = "",
+                       timeout: float = 90) -> None:
+        """Wait until Lease ns/lease has a holder other than ``previous``; the process must
+        stay alive meanwhile."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if not self.running(process):
                 raise RuntimeError(f"{process} exited: see {self.logs / (process + '.log')}")
-            r = self.kubectl("get", "lease", "-n", ns, lease, "-o",
-                             "jsonpath={.spec.holderIdentity}", check=False)
-            if r.returncode == 0 and r.stdout.strip():
+            holder = self.lease_holder(ns, lease)
+            if holder and holder != previous:
                 return
             time.sleep(0.5)
         raise RuntimeError(f"{process} did not take Lease {ns}/{lease} in {timeout:.0f} s")
@@ -270,8 +296,6 @@ def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
         _wait_nodes_ready(plane, [n["metadata"]["name"] for n in fake])
         plane.kubectl("create", "namespace", "mpi-operator")
         plane.apply(modules.crds("mpi-operator") + modules.crds("podgroup"))
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      "crd/mpijobs.kubeflow.org", "crd/podgroups.scheduling.x-k8s.io")
         plane.start_mpi_operator()
     except BaseException:
         down(plane.dir, name)

@@ -29,13 +29,12 @@ kwokctl replaces its default stages by the ones a configuration file carries
 
 from __future__ import annotations
 
-import subprocess
-from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
-KWOK_MODULE = "sigs.k8s.io/kwok@v0.8.0"
+from tests.cluster import modules
+
 PREFIX = "kfp-gpu.test"
 #: Annotation: a pod that carries it never becomes ready (pod-ready skips it).
 HOLD = f"{PREFIX}/hold"
@@ -54,12 +53,11 @@ UPSTREAM = ("node/fast/node-initialize.yaml",
             "pod/fast/pod-delete.yaml")
 
 
-@lru_cache(maxsize=1)
 def kwok_dir() -> Path:
-    """The kwok v0.8.0 module in the Go module cache (downloaded by build.sh's go get)."""
-    out = subprocess.run(["go", "mod", "download", "-json", KWOK_MODULE], check=True,
-                         capture_output=True, text=True, timeout=300)
-    return Path(yaml.safe_load(out.stdout)["Dir"])
+    """The kwok module in the Go module cache, at the version scripts/control-plane/kwok
+    pins (downloaded by build.sh's go build)."""
+    return modules.module_dir("sigs.k8s.io/kwok",
+                              modules.pinned_version("kwok", "sigs.k8s.io/kwok"))
 
 
 def upstream_stage(rel: str) -> dict:
