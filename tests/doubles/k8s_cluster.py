@@ -27,6 +27,9 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
   set to the name itself, as the API server's RequestInfo does for ``/namespaces/<name>``
   (k8s.io/apiserver ``pkg/endpoints/request/requestinfo.go``), so a RoleBinding in that
   namespace grants it.
+- ``GET /apis/resource.k8s.io/v1/deviceclasses`` and ``.../resourceslices``
+  (cluster-scoped lists): :attr:`FakeCluster.dra` (e.g. tests/doubles/nvidia_dra.py); 404
+  when it is None (DRA not served). Needs ``list`` on them (resource.k8s.io).
 - ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: allowed for every
   authenticated user (the ``system:basic-user`` ClusterRole); answers for the effective
   (possibly impersonated) user with ``status.allowed`` and, when allowed, a ``reason``
@@ -63,6 +66,7 @@ CRD_PREFIX = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
 RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 NAMESPACE_PREFIX = "/api/v1/namespaces/"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+DRA_PREFIX = "/apis/resource.k8s.io/v1/"
 
 
 def recorded_nodes() -> list[dict]:
@@ -136,6 +140,9 @@ class FakeCluster:
     runtimes: list = field(default_factory=list)
     namespaces: dict = field(default_factory=lambda: {"kubeflow": {}})
     requests: list = field(default_factory=list)
+    #: resource.k8s.io/v1 objects by plural (``deviceclasses``, ``resourceslices``); None:
+    #: the API is not served (every path under it is 404).
+    dra: dict | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Self:
@@ -310,6 +317,14 @@ class _Handler(JsonHandler):
                                      "kind": "ClusterTrainingRuntimeList",
                                      "metadata": {"resourceVersion": "4712"},
                                      "items": copy.deepcopy(c.runtimes)})
+            return
+        plural = path[len(DRA_PREFIX):] if path.startswith(DRA_PREFIX) else ""
+        if c.dra is not None and plural in ("deviceclasses", "resourceslices"):
+            if self._check(who, "list", "resource.k8s.io", plural):
+                kind = "DeviceClassList" if plural == "deviceclasses" else "ResourceSliceList"
+                self.send_json(200, {"apiVersion": "resource.k8s.io/v1", "kind": kind,
+                                     "metadata": {"resourceVersion": "4713"},
+                                     "items": copy.deepcopy(c.dra.get(plural, []))})
             return
         self.send_json(404, _status(404, "NotFound", "the server could not find the requested "
                                 "resource"))

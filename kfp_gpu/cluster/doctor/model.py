@@ -25,6 +25,9 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
+    #: Devices NVIDIA's DRA driver publishes for this node (:mod:`.dra`): ``{"name", "type",
+    #: "profile", "product", "memory_mib"}`` each.
+    dra_devices: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_api(cls, obj: dict) -> Node:
@@ -111,6 +114,19 @@ class PodSecurityFacts:
 
 
 @dataclass
+class DraFacts:
+    """Dynamic Resource Allocation as doctor saw it (:mod:`.dra`). ``served``:
+    ``resource.k8s.io/v1`` answered (None = not looked at); ``classes``: DeviceClass names;
+    ``slices``: ResourceSlices of NVIDIA's driver; ``error``: why a list failed (other than
+    the API not being served)."""
+
+    served: bool | None = None
+    classes: tuple[str, ...] = ()
+    slices: int = 0
+    error: str = ""
+
+
+@dataclass
 class ClusterFacts:
     """Everything :func:`gather` saw. ``*_error``: why that part could not be read."""
 
@@ -126,6 +142,7 @@ class ClusterFacts:
     access_error: str = ""
     pod_security: PodSecurityFacts = field(default_factory=PodSecurityFacts)
     connect_error: str = ""
+    dra: DraFacts = field(default_factory=DraFacts)
 
     @property
     def unreachable(self) -> bool:

@@ -14,6 +14,7 @@ import json
 import re
 
 from kfp_gpu import gpu
+from kfp_gpu.cluster.doctor import dra
 from kfp_gpu.cluster.doctor.model import (
     UNAUTHORIZED,
     ClusterFacts,
@@ -23,6 +24,7 @@ from kfp_gpu.cluster.doctor.model import (
     api_error,
     fmt,
 )
+from kfp_gpu.gpu.names import DRA_DRIVER
 
 HAMI_NODE_ANNOTATION = "hami.io/node-nvidia-register"
 GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.count",
@@ -80,6 +82,11 @@ def _request_fits(node: Node, req) -> str:
         big = [d for d in devices if d["memory_mib"] >= req.memory_mib]
         if len(big) < req.count:
             return f"HAMi: {len(big)} GPUs with >= {req.memory_mib} MiB, {req.count} needed"
+    if req.kind == "dra":
+        found = dra.matching_devices(node, req)
+        if found < req.count:
+            return (f"DRA: {found} device(s) of {DRA_DRIVER} match "
+                    f"'{req.to_text()}', {req.count} needed")
     if req.kind in ("fraction", "gpu-memory"):
         if node.allocatable.get(gpu.GPU_RESOURCE, 0.0) < 1:
             return f"no {gpu.GPU_RESOURCE}"
@@ -111,6 +118,7 @@ def nodes_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
                         if _REPORTED.match(k) and v > 0)
         if HAMI_NODE_ANNOTATION in n.annotations:
             res = ", ".join(x for x in (res, "HAMi-registered") if x)
+        res = ", ".join(x for x in (res, dra.summary(n)) if x)
         labels = " ".join(f"{k.split('/', 1)[1]}={n.labels[k]}" for k in GFD_LABELS
                           if k in n.labels)
         if res or labels:
@@ -121,7 +129,7 @@ def nodes_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
     if facts.nodes_error:
         (rep.problems if needs.resources or needs.request else rep.warnings).append(
             f"cannot list nodes: {facts.nodes_error}")
-    elif not facts.connect_error and not node_rows:
+    elif not facts.connect_error and not node_rows:  # (DRA devices make a row too)
         rep.warnings.append("no node advertises a GPU, MIG, shared-GPU, MetaGPU or RDMA "
                             "resource (is the NVIDIA device plugin running?)")
 
@@ -130,7 +138,9 @@ def request_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
     """Per node: does one pod of the request fit? A problem when no node fits."""
     if not needs.resources and needs.request is None:
         return
-    want = ", ".join(f"{k}: {v}" for k, v in needs.resources.items()) or "no limit"
+    dra_claim = needs.request is not None and needs.request.kind == "dra"
+    want = ", ".join(f"{k}: {v}" for k, v in needs.resources.items()) or (
+        f"a claim '{needs.request.to_text()}'" if dra_claim else "no limit")
     if needs.node_selector:
         want += "; nodeSelector " + ", ".join(f"{k}={v}" for k, v in
                                               needs.node_selector.items())

@@ -13,7 +13,8 @@ Each subject has its own module (after KFP's ``diagnose_me``): :mod:`.nodes` (GP
 nodes, GFD labels, HAMi, where the request fits), :mod:`.crds` (MPI Operator, KAI),
 :mod:`.backends` (MPIJob or TrainJob: Trainer + JobSet CRDs, the kfp-gpu-horovod runtime),
 :mod:`.rbac` (the launcher's permissions), :mod:`.podsecurity` (the namespace's Pod Security
-levels against RDMA's ``IPC_LOCK``), and the KFP API here.
+levels against RDMA's ``IPC_LOCK``), :mod:`.dra` (Dynamic Resource Allocation: the API,
+NVIDIA's DeviceClasses and ResourceSlices), and the KFP API here.
 
 What is looked at, with the upstream source of each name:
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 from kfp_gpu.cluster import kfp_api
 from kfp_gpu.cluster.doctor.backends import backends_section, read_runtimes
 from kfp_gpu.cluster.doctor.crds import crds_section, read_crds
+from kfp_gpu.cluster.doctor.dra import dra_section, read_dra
 from kfp_gpu.cluster.doctor.model import (
     DEFAULT_NAMESPACE,
     DEFAULT_SERVICE_ACCOUNT,
@@ -85,6 +87,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
     kfp_section(rep, facts, needs)
     access_section(rep, facts, needs)
     pod_security_section(rep, facts, needs)
+    dra_section(rep, facts, needs)
     request_section(rep, facts, needs)
     return rep
 
@@ -93,8 +96,9 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
            service_account: str | None = DEFAULT_SERVICE_ACCOUNT,
            kfp_host: str | None = None, kfp_token: str | None = None,
            kfp_ca_cert: str | None = None, kfp_verify: bool = True) -> ClusterFacts:
-    """Read the cluster: nodes, CRDs, access reviews, the namespace's Pod Security labels,
-    KFP healthz. Never raises on API errors.
+    """Read the cluster: nodes, CRDs, DRA (resource.k8s.io/v1 DeviceClasses and NVIDIA's
+    ResourceSlices), access reviews, the namespace's Pod Security labels, KFP healthz.
+    Never raises on API errors.
 
     ``service_account`` ""/None: review the caller's own permissions (run inside the
     launcher pod); else impersonate ``system:serviceaccount:<namespace>:<name>``.
@@ -105,6 +109,7 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     if not read_nodes(api_client, facts):
         return facts
     read_crds(api_client, facts)
+    read_dra(api_client, facts)
     read_runtimes(api_client, facts)
     read_access(api_client, facts, service_account)
     read_pod_security(api_client, facts)
