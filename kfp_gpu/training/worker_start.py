@@ -19,7 +19,9 @@
 2. :func:`kfp_gpu.training.worker_env.write_worker_env`: the device plugin's env (HAMi
    limits, ``NVIDIA_VISIBLE_DEVICES``, ...) goes to a file the ranks load (sshd gives them a
    fresh environment; see that module for why ``mpirun -x`` is no fix).
-3. ``exec`` the command (sshd), so it stays PID 1 and gets the kubelet's signals.
+3. :func:`kfp_gpu.training.host_keys.ensure_host_keys`: sshd's host keys, made in this
+   container (the image carries none: issue 30 item 2).
+4. ``exec`` the command (sshd), so it stays PID 1 and gets the kubelet's signals.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from kfp_gpu.training.host_keys import ensure_host_keys
 from kfp_gpu.training.worker_env import default_path, write_worker_env
 
 #: Env var the MPIJob/TrainJob builders set on Workers that request RDMA (value ``1``).
@@ -132,8 +135,8 @@ def check_rdma_memlock(environ: Mapping[str, str] = os.environ,
 
 def main(argv: list[str], *, dev_dir: Path = RDMA_DEVICE_DIR,
          proc_status: Path = PROC_STATUS) -> int:
-    """``python -m kfp_gpu.training.worker_start CMD...``: check, write the device env, exec
-    CMD. Returns 1 (after writing the problem to stderr and the termination log) when the
+    """``python -m kfp_gpu.training.worker_start CMD...``: check, write the device env,
+    make sshd's missing host keys, exec CMD. Returns 1 (after writing the problem to stderr and the termination log) when the
     memlock check fails; does not return when CMD is given and the checks pass."""
     problem = check_rdma_memlock(os.environ, dev_dir, proc_status)
     if problem:
@@ -145,6 +148,7 @@ def main(argv: list[str], *, dev_dir: Path = RDMA_DEVICE_DIR,
                 pass
         return 1
     write_worker_env(default_path())
+    ensure_host_keys(argv)  # this container's own sshd host key (issue 30 item 2)
     if argv:
         os.execvp(argv[0], argv)
     return 0
