@@ -136,8 +136,9 @@ def check_rdma_memlock(environ: Mapping[str, str] = os.environ,
 def main(argv: list[str], *, dev_dir: Path = RDMA_DEVICE_DIR,
          proc_status: Path = PROC_STATUS) -> int:
     """``python -m kfp_gpu.training.worker_start CMD...``: check, write the device env,
-    make sshd's missing host keys, exec CMD. Returns 1 (after writing the problem to stderr and the termination log) when the
-    memlock check fails; does not return when CMD is given and the checks pass."""
+    make sshd's missing host keys, exec CMD. Returns 1 (after writing the problem to stderr
+    and the termination log) when the memlock check fails; does not return when CMD is
+    given and the checks pass."""
     problem = check_rdma_memlock(os.environ, dev_dir, proc_status)
     if problem:
         print(f"kfp-gpu worker: {problem}", file=sys.stderr)

@@ -35,8 +35,8 @@ the MPI Operator's non-root base image (``build/base/Dockerfile`` and the
 ``examples/v2beta1/pi`` MPIJob of kubeflow/mpi-operator): user ``mpiuser`` (uid/gid 1000,
 home ``/home/mpiuser``), so ``sshAuthMountPath: /home/mpiuser/.ssh``, pods with
 ``runAsUser``/``runAsGroup`` 1000, and Workers running
-``/usr/sbin/sshd -De -f /home/mpiuser/.sshd_config`` (port 2222, host key = the operator's
-``id_rsa``), started through :mod:`kfp_gpu.training.worker_start` (device env for the
+``/usr/sbin/sshd -De -f /home/mpiuser/.sshd_config`` (port 2222; host keys: one the Worker makes at start, then the
+operator's ``id_rsa``), started through :mod:`kfp_gpu.training.worker_start` (device env for the
 ranks, RDMA memlock check: :data:`kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND`). The image's ``/etc/ssh/ssh_config`` sets ``Port 2222`` for the ssh client, so
 mpirun needs no ``-mca plm_rsh_args "-p 2222"``; images without that line need it (or an
 ssh config). For a root image use ``ssh=kfp_gpu.mpi.spec.options.ROOT_SSH``.
