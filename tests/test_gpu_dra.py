@@ -66,8 +66,8 @@ def test_forms_parse_round_trip_and_ask_for_no_extended_resource(text):
     ("dra:gpu=1,model=H100-80GB", "model= checks a MIG profile"),
     ("dra:tpu=1", "names no device"),
     ("dra:gpu=1,interval=Long", "interval= goes with sharing=time-slicing"),
-    ("dra:gpu=1,sharing=time-slicing,interval=Forever", "interval must be one of Default, "
-     "Short, Medium, Long"),
+    ("dra:gpu=1,sharing=time-slicing,interval=Forever", ("interval must be one of Default, "
+     "Short, Medium, Long")),
     ("dra:mig=1g.10gb,sharing=time-slicing,interval=Short", "no time-slicing interval"),
     ("dra:gpu=1,threads=50", "threads= and pinned= go with sharing=mps"),
     ("dra:gpu=1,sharing=mps,threads=0", "threads (percent) must be an integer 1..100"),
@@ -99,8 +99,8 @@ def test_claim_template_validates_against_kubernetes_1_36_and_says_what_upstream
         "gpu.nvidia.com", "ExactCount", 2)
     assert [s["cel"]["expression"] for s in ex["selectors"]] == [
         "device.attributes['gpu.nvidia.com'].productName.contains('H100')",
-        "'memory' in device.capacity['gpu.nvidia.com'] && "
-        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"]
+        ("'memory' in device.capacity['gpu.nvidia.com'] && "
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0")]
     (cfg,) = t["spec"]["spec"]["devices"]["config"]
     assert cfg == {"requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {
         "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
