@@ -27,7 +27,8 @@ def component_job(ns: str, name: str, *, gpu: str = "gpu:1", workers: int = 2,
     settings = dict(rt.cpu_worker_settings(), gpu=gpu, worker_cpu="1", worker_memory="1Gi")
     opts = rt.job_options(
         name=name, namespace=ns, image=IMAGE, args=("--mode", "benchmark"), workers=workers,
-        settings=settings, rdma=False, rdma_resource="", multus_networks="", nccl_ib_hca="",
+        settings=settings, rdma=False, rdma_resource="rdma/rdma_shared_device_a",
+        multus_networks="", nccl_ib_hca="",
         nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="1Gi", run_id="run-1",
         task_name="train-resnet-horovod", policy=rt.policy_settings(**policy))
     return rt.build_job(backend, opts, runtime_image=IMAGE)
@@ -39,8 +40,8 @@ class Launch(threading.Thread):
     def __init__(self, api, job: dict, record: Path, **kw):
         super().__init__(daemon=True)
         self.api, self.job, self.record = api, job, record
-        self.kw = dict(backoff=FAST, watch_timeout_s=10, log_poll_s=0.5,
-                       handle_sigterm=False, pending_timeout_s=120, **kw)
+        self.kw = {"backoff": FAST, "watch_timeout_s": 10, "log_poll_s": 0.5,
+                   "handle_sigterm": False, "pending_timeout_s": 120, **kw}
         self.lines: list[str] = []
         self.result, self.error = None, None
 
@@ -75,8 +76,18 @@ def launcher_pod(api, ns: str, name: str, timeout: float = 90):
 
 
 def end_launcher(api, ns: str, name: str, outcome: str, after: str = "1s") -> None:
-    """Tell kwok to end the Launcher pod: ``succeed`` (exit 0) or ``fail`` (exit 1)."""
+    """Tell kwok to end the Launcher pod: ``succeed`` (exit 0) or ``fail`` (exit 1).
+
+    The MPIJob Launcher's ``restartPolicy`` is ``OnFailure`` (mpi-operator v0.8.2
+    ``DefaultLauncherRestartPolicy``), so a kubelet never puts a failing Launcher pod in
+    phase Failed: it restarts the container in place and the Job controller counts the
+    restarts (``pastBackoffLimitOnFailure``). ``fail`` therefore reports one restart
+    (:data:`tests.cluster.stages.RESTARTS`); a pod with ``restartPolicy: Never`` gets
+    phase Failed (:data:`tests.cluster.stages.OUTCOME`)."""
     pod = launcher_pod(api, ns, name)
+    if outcome == "fail" and pod.spec.restart_policy == "OnFailure":
+        kube.annotate_pod(api, ns, pod.metadata.name, {stages.RESTARTS: "1"})
+        return
     kube.annotate_pod(api, ns, pod.metadata.name, {stages.OUTCOME: outcome,
                                                    stages.AFTER: after})
 

@@ -13,7 +13,8 @@ Upstream behaviour each test relies on:
   reaches backoffLimit (reason BackoffLimitExceeded).
 - pkg/controller/garbagecollector: a Foreground delete of the MPIJob removes every object
   whose ownerReference names it.
-- pkg/scheduler (NodeResourcesFit): a pod asking for more of an extended resource than
+- pkg/scheduler/framework/plugins/noderesources/fit.go: a pod asking for more of an
+  extended resource than
   any node has gets a FailedScheduling event ``0/N nodes are available: ... Insufficient
   nvidia.com/gpu``.
 """
@@ -100,10 +101,11 @@ def test_sigterm_deletes_the_mpijob_and_gc_removes_its_dependents(plane, api, na
 
 def test_unschedulable_workers_time_out_with_the_schedulers_reason(plane, api, namespace,
                                                                   tmp_path):
-    """(d) Workers asking for 16 GPUs (no node has more than 8): the scheduler's
+    """(d) Workers asking for 64 GPUs (the most any fake node offers is 40: HAMi's vGPUs
+    on a10-hami-01; a first try with 16 was placed there by the scheduler): the scheduler's
     FailedScheduling reaches the error in its own words; the job is deleted."""
     name = "resnet-pending"
-    job = jobs.component_job(namespace, name, gpu="gpu:16", workers=2)
+    job = jobs.component_job(namespace, name, gpu="gpu:64", workers=2)
     run = jobs.Launch(api, job, tmp_path / "record.json", pending_timeout_s=15)
     run.start()
     _, error = run.outcome(timeout=120)
