@@ -282,3 +282,13 @@ def test_memory_cap_follows_the_claim():
     assert mps["limit_mib"] == 10240 - memory_cap.DEFAULT_RESERVE_MIB
     ts = gpu.parse("dra:gpu=1,sharing=time-slicing").env()
     assert ts["KFP_GPU_KIND"] in memory_cap.SHARED_KINDS and "KFP_GPU_MEMORY_MIB" not in ts
+
+
+def test_ranks_get_the_mps_pipe_the_driver_injects(tmp_path):
+    """sshd gives the ranks a fresh environment; the Worker's start hands the MPS pipe
+    directory NVIDIA's DRA driver injects (CDI) on to them (kfp_gpu.training.worker_env)."""
+    from kfp_gpu.training import worker_env
+
+    env = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/nvidia-mps", "HOME": str(tmp_path), "X": "1"}
+    written = worker_env.write_worker_env(tmp_path / "env", env)
+    assert written == {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/nvidia-mps"}

@@ -31,10 +31,14 @@ WORKER_ENV_FILE = ".kfp_gpu_worker_env"
 #: Names a device plugin or this project sets on a Worker container: HAMi
 #: (``CUDA_DEVICE_MEMORY_LIMIT*``, ``CUDA_DEVICE_SM_LIMIT``, ``CUDA_OVERSUBSCRIBE``), KAI
 #: (``GPU_PORTION``, ``RUNAI_NUM_OF_GPUS``), MetaGPU (``METAGPU_*``,
-#: ``CNVRG_META_GPU_DEVICES``), NVIDIA (``NVIDIA_VISIBLE_DEVICES``, ``CUDA_VISIBLE_DEVICES``).
+#: ``CNVRG_META_GPU_DEVICES``), NVIDIA (``NVIDIA_VISIBLE_DEVICES``, ``CUDA_VISIBLE_DEVICES``;
+#: NVIDIA's DRA driver puts ``CUDA_MPS_PIPE_DIRECTORY`` into a container whose claim shares
+#: its GPU through MPS: kubernetes-sigs/dra-driver-nvidia-gpu @v0.4.1
+#: cmd/gpu-kubelet-plugin/sharing.go ``GetCDIContainerEdits``; without it a rank started by
+#: sshd would not find the MPS daemon).
 DEVICE_ENV = re.compile(r"^(CUDA_DEVICE_\w*|CUDA_OVERSUBSCRIBE|CUDA_VISIBLE_DEVICES|GPU_PORTION"
                         r"|RUNAI_NUM_OF_GPUS|METAGPU_\w*|CNVRG_META_GPU_DEVICES"
-                        r"|NVIDIA_VISIBLE_DEVICES)$")
+                        r"|NVIDIA_VISIBLE_DEVICES|CUDA_MPS_PIPE_DIRECTORY)$")
 
 
 def default_path(environ: Mapping[str, str] = os.environ) -> Path:
