@@ -292,3 +292,11 @@ def test_ranks_get_the_mps_pipe_the_driver_injects(tmp_path):
     env = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/nvidia-mps", "HOME": str(tmp_path), "X": "1"}
     written = worker_env.write_worker_env(tmp_path / "env", env)
     assert written == {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/nvidia-mps"}
+
+
+def test_the_command_line_refuses_more_devices_than_a_node_holds():
+    from kfp_gpu.build import k8s_rules
+
+    with pytest.raises(ValueError, match="can never be scheduled"):
+        k8s_rules.gpu_request(f"dra:gpu={k8s_rules.MAX_GPUS_PER_POD + 1}")
+    assert k8s_rules.gpu_request("dra:gpu=8").count == 8

@@ -101,8 +101,8 @@ def gpu_request(text: str, where: str = "") -> gpu.GpuRequest:
         raise ValueError(f"{at}empty GPU request; give e.g. 'gpu:1', 'fraction:0.5' or "
                          "'none', or leave the option out for the pipeline's own request")
     request = gpu.parse(text)
-    count = request.resource_count
-    if request.kind in ("gpu", "shared", "hami") and count > MAX_GPUS_PER_POD:
+    count = request.count if request.kind == "dra" else request.resource_count
+    if request.kind in ("gpu", "shared", "hami", "dra") and count > MAX_GPUS_PER_POD:
         raise ValueError(f"{at}{count} GPUs in one pod can never be scheduled: the largest "
                          f"GPU nodes hold {MAX_GPUS_PER_POD}; for more GPUs use more MPIJob "
                          "Workers (parameter workers) with gpu:8 or fewer each")

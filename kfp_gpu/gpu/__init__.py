@@ -3,7 +3,10 @@
 - :mod:`kfp_gpu.gpu.request`: parse/validate the text form (``gpu:1``, ``mig:1g.10gb``,
   ``fraction:0.5``, ...) into a :class:`GpuRequest`.
 - :mod:`kfp_gpu.gpu.kinds`: one module per request kind (none, whole GPUs, MIG, shared
-  time-slicing/MPS replicas, KAI/Run:ai fraction and gpu-memory, MetaGPU, HAMi).
+  time-slicing/MPS replicas, KAI/Run:ai fraction and gpu-memory, MetaGPU, HAMi, and
+  ``dra``: Dynamic Resource Allocation on NVIDIA's DRA driver, alpha upstream).
+- :mod:`kfp_gpu.gpu.claim`: a ``dra`` request as a ResourceClaimTemplate (resource.k8s.io/v1)
+  and the pod's claim references.
 - :mod:`kfp_gpu.gpu.render`: a request onto a KFP task, or into a pod-spec fragment.
 - :mod:`kfp_gpu.gpu.names`: the resource names, labels, annotations and environment
   variables written, with their upstream sources.
