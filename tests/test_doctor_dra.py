@@ -11,14 +11,13 @@ import re
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from kfp_gpu import gpu
 from kfp_gpu.cluster import doctor
 from tests.doubles import nvidia_dra
 from tests.doubles.k8s_cluster import FakeCluster, recorded_nodes
 from tests.test_doctor import rbac_objects, run  # noqa: F401 - the fixture
-
-CPU_NODES = ("cpu-01",)
 
 
 def dra_nodes() -> list[dict]:
@@ -148,3 +147,31 @@ def test_pure_fit_check():
     assert rep.satisfied_by == ["n"] and rep.ok
     rep = doctor.build_report(facts, doctor.needs_from_request(gpu.parse("dra:gpu=1,product=A100")))
     assert rep.satisfied_by == [] and not rep.ok
+
+
+def test_a_dra_trainjob_needs_the_dra_runtime():
+    """backend trainjob with a dra request: the runtime of manifests/trainer-dra."""
+    import subprocess
+
+    from kfp_gpu.cluster.doctor import backends as db
+    from kfp_gpu.cluster.doctor.model import Runtime, RuntimeFacts
+    from tests.test_doctor_backends import IMAGE, crds
+    from tests.test_manifests import MANIFESTS, _kubectl
+
+    def rendered(overlay: str) -> dict:
+        out = subprocess.run([_kubectl(), "kustomize", str(MANIFESTS / overlay)], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+        return next(d for d in yaml.safe_load_all(out) if d)
+
+    plain = RuntimeFacts([Runtime.from_api(rendered("trainer"))], listed=True)
+    needs = doctor.needs_from_request(gpu.parse("dra:mig=1g.10gb"), mpi=True)
+    needs.backend = "trainjob"
+    facts = doctor.ClusterFacts(crds=crds(), runtimes=plain)
+    facts.dra.served, facts.dra.classes, facts.dra.slices = True, ("mig.nvidia.com",), 1
+    rep = doctor.build_report(facts, needs)
+    assert ("backend trainjob: ClusterTrainingRuntime kfp-gpu-horovod-dra not installed "
+            "(MPI runtimes here: kfp-gpu-horovod); apply manifests/trainer-dra") in rep.problems
+    facts.runtimes = RuntimeFacts([Runtime.from_api(rendered("trainer-dra"))], listed=True)
+    rep = doctor.build_report(facts, needs)
+    assert not [p for p in rep.problems if "backend trainjob" in p], rep.problems
+    assert db.runtime_status(facts.runtimes, IMAGE, "kfp-gpu-horovod-dra") == f"ok ({IMAGE})"

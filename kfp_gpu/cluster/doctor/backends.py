@@ -27,7 +27,7 @@ from kfp_gpu.cluster.doctor.model import (
     RuntimeFacts,
     api_error,
 )
-from kfp_gpu.mpi.spec import crd, trainjob
+from kfp_gpu.mpi.spec import claims, crd, trainjob
 
 TRAINER_RELEASE = "v2.3.0"
 JOBSET_RELEASE = "v0.12.0"
@@ -77,26 +77,31 @@ def _served(c, version: str) -> str:
     return "ok" if version in c.served else f"does not serve {version}"
 
 
-def rows(crds: Mapping, runtimes: RuntimeFacts, expected_image: str) -> list[tuple[str, ...]]:
-    """Rows ``(backend, needs, status)`` of the "Training backends" table."""
+def rows(crds: Mapping, runtimes: RuntimeFacts, expected_image: str,
+         runtime: str = trainjob.DEFAULT_RUNTIME) -> list[tuple[str, ...]]:
+    """Rows ``(backend, needs, status)`` of the "Training backends" table (``runtime``:
+    the ClusterTrainingRuntime the TrainJob names; ``dra`` requests: the DRA one)."""
     out = [("mpijob", f"CRD {crd.CRD_NAME} {crd.VERSION}",
             _served(crds.get(crd.CRD_NAME), crd.VERSION)),
            ("trainjob", f"CRD {TRAINJOB_CRD} {trainjob.VERSION}",
             _served(crds.get(TRAINJOB_CRD), trainjob.VERSION)),
            ("trainjob", f"CRD {JOBSET_CRD}", _served(crds.get(JOBSET_CRD), "v1alpha2"))]
-    out.append(("trainjob", f"ClusterTrainingRuntime {trainjob.DEFAULT_RUNTIME}",
-                runtime_status(runtimes, expected_image)))
+    out.append(("trainjob", f"ClusterTrainingRuntime {runtime}",
+                runtime_status(runtimes, expected_image, runtime)))
     return out
 
 
-def runtime_status(runtimes: RuntimeFacts, expected_image: str) -> str:
-    """'ok (image X)' or what is wrong with the kfp-gpu-horovod runtime."""
+def runtime_status(runtimes: RuntimeFacts, expected_image: str,
+                   runtime: str = trainjob.DEFAULT_RUNTIME) -> str:
+    """'ok (image X)' or what is wrong with the kfp-gpu-horovod runtime (or ``runtime``:
+    kfp-gpu-horovod-dra of manifests/trainer-dra for ``dra`` requests)."""
     if runtimes.error:
         return f"cannot list: {runtimes.error}"
-    found = [r for r in runtimes.runtimes if r.name == trainjob.DEFAULT_RUNTIME]
+    found = [r for r in runtimes.runtimes if r.name == runtime]
     if not found:
         others = ", ".join(r.name for r in runtimes.runtimes if r.mpi) or "none"
-        return f"not installed (MPI runtimes here: {others}); apply manifests/trainer"
+        where = "manifests/trainer-dra" if runtime == claims.DRA_RUNTIME else "manifests/trainer"
+        return f"not installed (MPI runtimes here: {others}); apply {where}"
     rt = found[0]
     if not rt.mpi or not rt.launcher_as_node:
         return "has no mlPolicy.mpi with runLauncherAsNode; re-apply manifests/trainer"
@@ -107,7 +112,7 @@ def runtime_status(runtimes: RuntimeFacts, expected_image: str) -> str:
 
 
 def problems(backend: str, crds: Mapping, runtimes: RuntimeFacts,
-             expected_image: str) -> list[str]:
+             expected_image: str, runtime: str = trainjob.DEFAULT_RUNTIME) -> list[str]:
     """What stops ``backend`` from running a job here (empty = ready)."""
     out = []
     if backend == "mpijob":
@@ -123,10 +128,9 @@ def problems(backend: str, crds: Mapping, runtimes: RuntimeFacts,
         if status != "ok":
             out.append(f"backend trainjob: CRD {name} {status}; install {what} "
                        "(docs/distributed.md)")
-    status = runtime_status(runtimes, expected_image)
+    status = runtime_status(runtimes, expected_image, runtime)
     if not status.startswith("ok"):
-        out.append(f"backend trainjob: ClusterTrainingRuntime {trainjob.DEFAULT_RUNTIME} "
-                   f"{status}")
+        out.append(f"backend trainjob: ClusterTrainingRuntime {runtime} {status}")
     return out
 
 
@@ -143,7 +147,9 @@ def backends_section(rep: Report, facts: ClusterFacts, needs: Needs,
     from kfp_gpu.build import images
 
     image = expected_image or images.ImageSet().image(images.HOROVOD)
+    dra = needs.request is not None and needs.request.kind == "dra"
+    runtime = claims.DRA_RUNTIME if dra else trainjob.DEFAULT_RUNTIME
     rep.sections.append(("Training backends", ("backend", "needs", "status"),
-                         rows(facts.crds, facts.runtimes, image)))
+                         rows(facts.crds, facts.runtimes, image, runtime)))
     if needs.mpi and needs.backend == "trainjob":
-        rep.problems.extend(problems("trainjob", facts.crds, facts.runtimes, image))
+        rep.problems.extend(problems("trainjob", facts.crds, facts.runtimes, image, runtime))
