@@ -12,12 +12,13 @@ projected token a pod gets; authentication/v1), the CA the cluster's own.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from kfp_gpu.cluster.doctor import gather
+from kfp_gpu.cluster.doctor import Needs, build_report, gather
 from kfp_gpu.cluster.doctor.rbac import LAUNCHER_PERMISSIONS
 from kfp_gpu.kube import api_client
 from tests.cluster import jobs
@@ -77,25 +78,34 @@ def test_the_role_allows_everything_the_launcher_does(plane, api, namespace, tmp
         p: True for p in LAUNCHER_PERMISSIONS}
 
 
-@pytest.mark.parametrize("resource,verb", [("mpijobs", "create"), ("mpijobs", "get")])
+@pytest.mark.parametrize("resource,verb,when", [
+    ("mpijobs", "create", "first"),   # the create
+    ("mpijobs", "watch", "first"),    # the status watch
+    ("mpijobs", "get", "retry"),      # only a retried task's 409 -> GET re-attach needs it
+])
 def test_a_missing_verb_fails_and_doctor_names_it(plane, api, namespace, tmp_path,
-                                                  resource, verb):
+                                                  resource, verb, when):
     install_rbac(plane, namespace, drop=(resource, verb))
     client = sa_client(plane, namespace, tmp_path)
     name = "resnet-rbac"
-    run = jobs.Launch(client, jobs.component_job(namespace, name), tmp_path / "record.json")
+    job = jobs.component_job(namespace, name)
+    if when == "retry":  # an earlier attempt (with every permission) created the job
+        first = jobs.Launch(api, job, tmp_path / "first.json")
+        first.start()
+        jobs.launcher_pod(api, namespace, name)
+    run = jobs.Launch(client, job, tmp_path / "record.json")
     run.start()
-    if verb != "create":
-        jobs.end_launcher(api, namespace, name, "succeed")
     _, error = run.outcome()
     assert isinstance(error, ApiException) and error.status == 403, error
-    assert f'cannot {verb} resource "{resource}"' in error.body
-    assert f"system:serviceaccount:{namespace}:{SA}" in error.body
+    message = json.loads(error.body)["message"]
+    assert f'cannot {verb} resource "{resource}"' in message, message
+    assert f"system:serviceaccount:{namespace}:{SA}" in message
+    if when == "retry":
+        jobs.end_launcher(api, namespace, name, "succeed")
+        assert first.outcome()[1] is None
 
     facts = gather(api, namespace=namespace, service_account=SA)
     denied = {(a.resource, a.verb) for a in facts.access if a.allowed is False}
     assert denied == {(resource, verb)}
-    from kfp_gpu.cluster.doctor import Needs, build_report
-
     report = build_report(facts, Needs(mpi=True))
     assert any(f"may not {verb} {resource}" in p for p in report.problems), report.problems
