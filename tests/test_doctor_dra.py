@@ -175,3 +175,22 @@ def test_a_dra_trainjob_needs_the_dra_runtime():
     rep = doctor.build_report(facts, needs)
     assert not [p for p in rep.problems if "backend trainjob" in p], rep.problems
     assert db.runtime_status(facts.runtimes, IMAGE, "kfp-gpu-horovod-dra") == f"ok ({IMAGE})"
+
+
+def test_a_pipeline_compiled_with_a_dra_request_is_checked_for_it(tmp_path):
+    """doctor --pipeline on `kfp-gpu compile --gpu dra:... --only resnet-horovod` output:
+    the compiled worker_gpu constant is the request."""
+    from typer.testing import CliRunner
+
+    from kfp_gpu.cli.app import app
+
+    out = CliRunner().invoke(app, ["compile", "--gpu", "dra:mig=1g.10gb", "--only",
+                                   "resnet-horovod", "-o", str(tmp_path / "c")])
+    assert out.exit_code == 0, out.output
+    spec = list(yaml.safe_load_all((tmp_path / "c/pipelines/resnet_horovod.yaml").read_text()))
+    needs = doctor.needs_from_pipeline(spec)
+    assert needs.request == gpu.parse("dra:mig=1g.10gb") and needs.mpi
+    facts = doctor.ClusterFacts(nodes=[])
+    facts.dra.served = False
+    rep = doctor.build_report(facts, needs)
+    assert any("runs WITHOUT a GPU" in p for p in rep.problems)

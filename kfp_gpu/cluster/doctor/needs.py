@@ -51,6 +51,20 @@ def compiled_runtime_image(pipeline: dict) -> str:
     return found
 
 
+def compiled_worker_gpu(pipeline: dict) -> gpu.GpuRequest | None:
+    """The ``worker_gpu`` request a compiled pipeline's distributed task passes as a
+    constant (``kfp-gpu compile --gpu 'dra:...'`` writes it there: the Workers' claim is
+    not a task resource), parsed; None when there is none or it is empty."""
+    dags = [c.get("dag") or {} for c in (pipeline.get("components") or {}).values()]
+    for dag in [pipeline.get("root", {}).get("dag") or {}, *dags]:
+        for task in (dag.get("tasks") or {}).values():
+            value = ((task.get("inputs") or {}).get("parameters") or {}).get("worker_gpu")
+            const = ((value or {}).get("runtimeValue") or {}).get("constant")
+            if const:
+                return gpu.parse(str(const))
+    return None
+
+
 def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
                         source: str = "") -> Needs:
     """Needs of a compiled KFP pipeline (IR YAML loaded as dict).
@@ -59,7 +73,9 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
     executor and the node selectors of the Kubernetes platform spec give the needs; an
     executor of an MPIJob component (``MPIJOB_COMPONENTS``) or on the kfp-gpu launcher
     image means an MPIJob. ``request`` (``--gpu``)
-    replaces the pipeline's own GPU settings, as ``kfp-gpu compile --gpu`` would.
+    replaces the pipeline's own GPU settings, as ``kfp-gpu compile --gpu`` would; without
+    it a ``worker_gpu`` constant of the distributed task (a ``dra`` request compiled in,
+    :func:`compiled_worker_gpu`) is the request.
     """
     docs = spec if isinstance(spec, list) else [spec]
     pipeline = docs[0]
@@ -67,6 +83,10 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
     mpi = any(_creates_mpijob(e.get("container", {})) for e in executors.values())
     kfp_min = kfp_api.backend_requirements(pipeline)
     runtime_image = compiled_runtime_image(pipeline)
+    if request is None:
+        request = compiled_worker_gpu(pipeline)
+        if request is not None:
+            source = source or f"compiled worker_gpu {request.to_text()}"
     if request is not None:
         out = needs_from_request(request, mpi=mpi, source=source)
         out.kfp_min = kfp_min
