@@ -52,6 +52,9 @@ DEFAULT_DIR = Path(os.environ.get("KFP_GPU_CLUSTER_DIR",
 #: The second kube-scheduler profile (same plugins as default-scheduler).
 GANG_SCHEDULER = "kfp-gpu-gang-scheduler"
 TIER1 = ("k8s", "etcd", "kwok", "mpi-operator")
+TIER2 = ("jobset", "trainer")
+TIER3 = ("kueue",)
+TIERS = {1: TIER1, 2: TIER1 + TIER2, 3: TIER1 + TIER2 + TIER3}
 
 
 class Unavailable(RuntimeError):
@@ -119,13 +122,15 @@ class Plane:
     def pid_file(self, name: str) -> Path:
         return self.dir / "pids" / f"{name}.pid"
 
-    def start_process(self, name: str, argv: list[str]) -> int:
+    def start_process(self, name: str, argv: list[str],
+                      extra_env: dict[str, str] | None = None) -> int:
         """Start ``argv`` in its own session, log in logs/<name>.log, pid in pids/."""
         self.logs.mkdir(parents=True, exist_ok=True)
         self.pid_file(name).parent.mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{name}.log", "ab") as log:
-            p = subprocess.Popen(argv, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+            p = subprocess.Popen(argv, env={**self.env(), **(extra_env or {})}, stdout=log,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
         self.pid_file(name).write_text(str(p.pid))
         return p.pid
 
@@ -277,14 +282,28 @@ def _wait_nodes_ready(plane: Plane, names: list[str], timeout: float = 120) -> N
     raise RuntimeError(f"fake nodes not Ready in {timeout:.0f} s")
 
 
-def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
-    """Bring the control plane up in ``dir`` (must not hold a running one); return it.
+def built_tier() -> int:
+    """The highest tier whose binaries are all built (0: not even tier 1)."""
+    for tier in (3, 2, 1):
+        try:
+            binaries(TIERS[tier])
+            return tier
+        except Unavailable:
+            continue
+    return 0
+
+
+def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu", tier: int = 1) -> Plane:
+    """Bring the control plane up in ``dir`` (must not hold a running one) with the
+    operators of ``tier`` (1: mpi-operator; 2: + JobSet, Trainer; 3: + Kueue); return it.
 
     Raises:
         Unavailable: binaries not built.
         RuntimeError: a step failed (the message names the log to read).
     """
-    plane = Plane(Path(dir), name, binaries())
+    from tests.cluster import operators
+
+    plane = Plane(Path(dir), name, binaries(TIERS[tier]))
     if plane.kubeconfig.exists():
         raise RuntimeError(f"{plane.dir} already holds a control plane: "
                            "python -m tests.cluster.controlplane down first")
@@ -297,6 +316,11 @@ def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
         plane.kubectl("create", "namespace", "mpi-operator")
         plane.apply(modules.crds("mpi-operator") + modules.crds("podgroup"))
         plane.start_mpi_operator()
+        if tier >= 2:
+            operators.start_tier2(plane)
+        if tier >= 3:
+            operators.start_tier3(plane)
+        (plane.dir / "tier").write_text(str(tier))
     except BaseException:
         down(plane.dir, name)
         raise
@@ -305,7 +329,13 @@ def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
 
 def attach(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
     """The plane that :func:`up` started in ``dir``."""
-    return Plane(Path(dir), name, binaries())
+    return Plane(Path(dir), name, binaries(TIERS[tier_of(Path(dir))]))
+
+
+def tier_of(dir: Path) -> int:
+    """The tier the plane in ``dir`` was brought up with."""
+    f = Path(dir) / "tier"
+    return int(f.read_text()) if f.exists() else 1
 
 
 def down(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> None:
@@ -329,14 +359,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.cluster.controlplane",
                                 description="Bring the test control plane up or down.")
     p.add_argument("action", choices=["up", "down"])
+    p.add_argument("--tier", type=int, choices=[1, 2, 3], default=None,
+                   help="operators: 1 mpi-operator, 2 + JobSet and Trainer, 3 + Kueue "
+                        "(default: the highest tier whose binaries are built)")
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR,
                    help=f"state folder (default {DEFAULT_DIR}; env KFP_GPU_CLUSTER_DIR)")
     a = p.parse_args(argv)
     try:
         if a.action == "up":
             t0 = time.monotonic()
-            plane = up(a.dir)
-            print(f"control plane up in {time.monotonic() - t0:.0f} s; logs in {plane.logs}")
+            tier = a.tier or built_tier() or 1
+            plane = up(a.dir, tier=tier)
+            print(f"control plane (tier {tier}) up in {time.monotonic() - t0:.0f} s; "
+                  f"logs in {plane.logs}")
             print(f"export KUBECONFIG={plane.kubeconfig}")
         else:
             down(a.dir)

@@ -54,6 +54,20 @@ def module_file(wrapper: str, module: str, rel: str) -> Path:
     return module_dir(module, pinned_version(wrapper, module)) / rel
 
 
+#: tool -> (wrapper folder, module path) for :func:`module_docs`.
+TOOLS = {"jobset": ("jobset", "sigs.k8s.io/jobset"),
+         "trainer": ("trainer", "github.com/kubeflow/trainer/v2"),
+         "kueue": ("kueue", "sigs.k8s.io/kueue"),
+         "mpi-operator": ("mpi-operator", "github.com/kubeflow/mpi-operator")}
+
+
+def module_docs(tool: str, rel: str) -> list[dict]:
+    """The YAML documents of file ``rel`` in ``tool``'s pinned module."""
+    wrapper, module = TOOLS[tool]
+    text = module_file(wrapper, module, rel).read_text(encoding="utf-8")
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
 def crds(name: str) -> list[dict]:
     """The CRD documents of :data:`CRDS` ``name`` as dicts."""
     wrapper, module, files = CRDS[name]
