@@ -105,8 +105,10 @@ def apply_to_task(r, task, count=None):
 
 
 #: The KFP SDK change that adds a claim API to kfp-kubernetes (merged, in no release up to
-#: kfp-kubernetes 2.17.2): kubernetes_platform/python/kfp/kubernetes/resource_claim.py
-#: ``add_resource_claim(task, resource_claim_template_name)``.
+#: kfp-kubernetes 2.17.2): kubeflow/pipelines @00ab3871
+#: kubernetes_platform/python/kfp/kubernetes/pod_resource_claim.py
+#: ``add_resource_claim(task, resource_claim_template_name)`` (a pod-level claim from a
+#: template in the run's namespace).
 KFP_CLAIM_PR = "kubeflow/pipelines PR 14243"
 
 
