@@ -77,3 +77,16 @@ def namespace(plane, api, request) -> Iterator[str]:
     kube.create_namespace(api, ns)
     yield ns
     kube.delete_namespace(api, ns)
+
+
+@pytest.fixture(scope="session")
+def tier2(plane):
+    """The plane with JobSet v0.12.0 and Trainer v2.3.0 running (started once, on demand)."""
+    from tests.cluster import operators
+
+    try:
+        plane.bins.update(controlplane.binaries(controlplane.TIER2))
+    except controlplane.Unavailable as e:
+        unavailable(str(e))
+    operators.start_tier2(plane)
+    return plane

@@ -68,14 +68,16 @@ def launcher_process(plane, job: dict, tmp: Path, *extra: str) -> subprocess.Pop
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def launcher_pod(api, ns: str, name: str, timeout: float = 90):
-    """The MPIJob's Launcher pod, once the operator has created it."""
-    sel = backends.MPIJOB.launcher_selector(name)
+def launcher_pod(api, ns: str, name: str, timeout: float = 90, backend=backends.MPIJOB):
+    """The job's Launcher pod (an MPIJob's, or a TrainJob's ``launcher`` replicated job's),
+    once the operator has created it."""
+    sel = backend.launcher_selector(name)
     return kube.wait_for(lambda: (kube.pods(api, ns, sel) or [None])[0], timeout,
                          f"launcher pod of {ns}/{name}")
 
 
-def end_launcher(api, ns: str, name: str, outcome: str, after: str = "1s") -> None:
+def end_launcher(api, ns: str, name: str, outcome: str, after: str = "1s",
+                 backend=backends.MPIJOB) -> None:
     """Tell kwok to end the Launcher pod: ``succeed`` (exit 0) or ``fail`` (exit 1).
 
     The MPIJob Launcher's ``restartPolicy`` is ``OnFailure`` (mpi-operator v0.8.2
@@ -84,7 +86,7 @@ def end_launcher(api, ns: str, name: str, outcome: str, after: str = "1s") -> No
     restarts (``pastBackoffLimitOnFailure``). ``fail`` therefore reports one restart
     (:data:`tests.cluster.stages.RESTARTS`); a pod with ``restartPolicy: Never`` gets
     phase Failed (:data:`tests.cluster.stages.OUTCOME`)."""
-    pod = launcher_pod(api, ns, name)
+    pod = launcher_pod(api, ns, name, backend=backend)
     if outcome == "fail" and pod.spec.restart_policy == "OnFailure":
         kube.annotate_pod(api, ns, pod.metadata.name, {stages.RESTARTS: "1"})
         return
