@@ -93,7 +93,8 @@ class Plane:
         """Run the built kubectl against this plane; with ``check`` a non-zero exit raises
         RuntimeError with kubectl's stderr."""
         r = subprocess.run([str(self.bins["k8s"] / "kubectl"), *args], env=self.env(),
-                           input=input, capture_output=True, text=True, timeout=timeout)
+                           input=input, capture_output=True, text=True, timeout=timeout,
+                           check=False)
         if check and r.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args[:3])} failed ({r.returncode}): "
                                f"{r.stderr.strip()}")
@@ -216,7 +217,8 @@ def binaries(tools: tuple[str, ...] = TIER1) -> dict[str, Path]:
     """{tool: folder of its built binaries}; raises :class:`Unavailable` naming the missing."""
     out, missing = {}, []
     for t in tools:
-        r = subprocess.run(["bash", str(BUILD), "--dir", t], capture_output=True, text=True)
+        r = subprocess.run(["bash", str(BUILD), "--dir", t], capture_output=True, text=True,
+                           check=False)
         if r.returncode == 0 and r.stdout.strip():
             out[t] = Path(r.stdout.strip())
         else:
@@ -263,7 +265,7 @@ def _create_cluster(plane: Plane) -> None:
     plane.logs.mkdir(parents=True, exist_ok=True)
     with open(plane.logs / "kwokctl.log", "ab") as log:
         r = subprocess.run(argv, env=plane.env(), stdout=log, stderr=subprocess.STDOUT,
-                           timeout=600)
+                           timeout=600, check=False)
     if r.returncode != 0:
         tail = (plane.logs / "kwokctl.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"kwokctl create cluster failed ({r.returncode}):\n{tail}")
@@ -351,7 +353,7 @@ def down(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> None:
         plane.bins = {}
     if "kwok" in plane.bins and plane.workdir.exists():
         subprocess.run([str(plane.bins["kwok"] / "kwokctl"), "delete", "cluster", "--name",
-                        name], env=plane.env(), capture_output=True, timeout=120)
+                        name], env=plane.env(), capture_output=True, timeout=120, check=False)
     subprocess.run(["rm", "-rf", str(dir)], check=False)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -35,13 +35,13 @@ CRDS = {
 def pinned_version(wrapper: str, module: str) -> str:
     """The version of ``module`` that scripts/control-plane/<wrapper>/go.mod selects."""
     text = (GOMODS / wrapper / "go.mod").read_text(encoding="utf-8")
-    m = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.M)
+    m = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
     if not m:
         raise LookupError(f"{module} is not in scripts/control-plane/{wrapper}/go.mod")
     return m.group(1)
 
 
-@lru_cache(maxsize=None)
+@cache
 def module_dir(module: str, version: str) -> Path:
     """The extracted module in the Go module cache (``go mod download`` fetches it once)."""
     out = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],

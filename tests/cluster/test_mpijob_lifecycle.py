@@ -90,13 +90,12 @@ def test_sigterm_deletes_the_mpijob_and_gc_removes_its_dependents(plane, api, na
     jobs.launcher_pod(api, namespace, name)
     assert all(dependents(api, namespace, name).values())
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert f"MPIJob {namespace}/{name} deleted" in err
     kube.wait_for(lambda: jobs.mpijob(api, namespace, name) is None, 60, "MPIJob gone")
-    left = kube.wait_for(lambda: (lambda d: d if not any(d.values()) else None)(
-        dependents(api, namespace, name)) or None, 60, "dependents gone")
-    assert left == {"Job": [], "Pod": [], "Service": [], "ConfigMap": [], "Secret": []}
+    kube.wait_for(lambda: not any(dependents(api, namespace, name).values()), 60,
+                  "the Job, pods, Service, ConfigMap and Secret gone")
 
 
 def test_unschedulable_workers_time_out_with_the_schedulers_reason(plane, api, namespace,

@@ -127,6 +127,17 @@ class DraFacts:
 
 
 @dataclass
+class OperatorFacts:
+    """The MPI Operator's leader-election Leases as doctor saw them (:mod:`.operators`):
+    ``leases``: ``(namespace, holder, seconds since renewTime, leaseDurationSeconds)``
+    of each Lease named ``mpi-operator``; ``read``: the list answered; ``error``: why not."""
+
+    leases: list[tuple[str, str, float, int]] = field(default_factory=list)
+    read: bool = False
+    error: str = ""
+
+
+@dataclass
 class ClusterFacts:
     """Everything :func:`gather` saw. ``*_error``: why that part could not be read."""
 
@@ -143,6 +154,7 @@ class ClusterFacts:
     pod_security: PodSecurityFacts = field(default_factory=PodSecurityFacts)
     connect_error: str = ""
     dra: DraFacts = field(default_factory=DraFacts)
+    operators: OperatorFacts = field(default_factory=OperatorFacts)
 
     @property
     def unreachable(self) -> bool:

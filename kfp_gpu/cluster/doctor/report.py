@@ -12,6 +12,7 @@ Two halves, kept apart:
 Each subject has its own module (after KFP's ``diagnose_me``): :mod:`.nodes` (GPU/RDMA
 nodes, GFD labels, HAMi, where the request fits), :mod:`.crds` (MPI Operator, KAI),
 :mod:`.backends` (MPIJob or TrainJob: Trainer + JobSet CRDs, the kfp-gpu-horovod runtime),
+:mod:`.operators` (a live MPI Operator: its leader-election Lease),
 :mod:`.rbac` (the launcher's permissions), :mod:`.podsecurity` (the namespace's Pod Security
 levels against RDMA's ``IPC_LOCK``), :mod:`.dra` (Dynamic Resource Allocation: the API,
 NVIDIA's DeviceClasses and ResourceSlices), and the KFP API here.
@@ -54,6 +55,7 @@ from kfp_gpu.cluster.doctor.model import (
     Report,
 )
 from kfp_gpu.cluster.doctor.nodes import nodes_section, read_nodes, request_section
+from kfp_gpu.cluster.doctor.operators import operators_section, read_operators
 from kfp_gpu.cluster.doctor.podsecurity import pod_security_section, read_pod_security
 from kfp_gpu.cluster.doctor.rbac import access_section, read_access
 
@@ -83,6 +85,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
         rep.problems.append(f"cannot reach the Kubernetes API: {facts.connect_error}")
     nodes_section(rep, facts, needs)
     crds_section(rep, facts, needs)
+    operators_section(rep, facts, needs)
     backends_section(rep, facts, needs, needs.runtime_image or None)
     kfp_section(rep, facts, needs)
     access_section(rep, facts, needs)
@@ -109,6 +112,7 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     if not read_nodes(api_client, facts):
         return facts
     read_crds(api_client, facts)
+    read_operators(api_client, facts)
     read_dra(api_client, facts)
     read_runtimes(api_client, facts)
     read_access(api_client, facts, service_account)
