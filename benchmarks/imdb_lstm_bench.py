@@ -38,6 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# kfp_gpu first: protobuf 6 dropped MessageFactory.GetPrototype, which TensorFlow 2.18 calls
+# at import (five AttributeError tracebacks); kfp_gpu._compat restores it (README, pins).
+import kfp_gpu  # noqa: F401
+
 EPOCHS, BATCH, MAXLEN, WORDS = 2, 32, 80, 20000
 
 

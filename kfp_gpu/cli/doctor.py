@@ -46,8 +46,9 @@ def doctor_command(
     """Report what the cluster offers and whether a pipeline's GPU request can be met.
 
     Exit status 0 when everything needed is there, 1 with the reasons otherwise, 2 for bad
-    input (a kubeconfig that is missing or not YAML, a bad option), 3 when the Kubernetes
-    API or the KFP API (--kfp-host) does not answer (the report is printed first).
+    input (a --kubeconfig or $KUBECONFIG file that does not exist or is not YAML, a bad
+    option), 3 when there is no cluster to ask (no kubeconfig found and not in a pod) or the
+    Kubernetes API or the KFP API (--kfp-host) does not answer (the report is printed first).
     """
     # The library is imported when the command runs (the CLI stays cheap to start).
     from kfp_gpu import gpu, kube

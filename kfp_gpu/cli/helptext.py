@@ -37,8 +37,18 @@ def clean(text: str | None) -> str | None:
         out.append(line)
     while out and not out[-1].strip():
         out.pop()
-    body = "\n".join(out)
+    body = "\n\n".join(_joined(p) for p in "\n".join(out).split("\n\n"))
     return _DOUBLE.sub(r"`\1`", _ROLE.sub(r"`\1`", body))
+
+
+def _joined(paragraph: str) -> str:
+    """A prose paragraph on one line (the terminal wraps it; rich help keeps a docstring's
+    line breaks otherwise); list items, indented lines and ``\\b`` blocks as they are."""
+    lines = paragraph.splitlines()
+    if any(ln.lstrip().startswith(("- ", "* ", "\b")) or ln.startswith((" ", "\t"))
+           for ln in lines):
+        return paragraph
+    return " ".join(ln.strip() for ln in lines)
 
 
 def _dedented(text: str) -> str:

@@ -19,6 +19,11 @@ artifact to ``sys.stdout``. :class:`TaskLogStream` stands in for ``sys.stdout`` 
 
 With ``verbose=True`` every line reaches the terminal (tracebacks included), and a failed
 task's last :data:`FAIL_TAIL` log lines are not repeated.
+
+kfp.local runs the iterations of a ``dsl.ParallelFor`` in threads under one task name: the
+stream keeps lines apart per thread and names each iteration by its index, read from the
+executor's output path (``evaluate-shard #2``, log ``evaluate-shard-2.log``), so the K shard
+tasks of ``fractional-eval`` show their own start, end and wall time (issue 32 item 3).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TextIO
@@ -36,6 +42,15 @@ from kfp_gpu import input_errors
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TASK_START = re.compile(r"Executing task '([^']+)'")
 TASK_END = re.compile(r"Task '([^']+)' finished with status (\w+)")
+#: The executor input's output file: ``.../for-loop-1-iteration-<i>/<task>/...`` in a
+#: ``dsl.ParallelFor`` (kfp/local/orchestrator/enhanced_dag_orchestrator.py names the
+#: iterations ``<task>-iteration-<i>``), ``.../<task>/...`` otherwise.
+OUTPUT_FILE = re.compile(r'"outputFile": "[^"]*?(?:-iteration-(\d+))?/[^/"]+/executor_output')
+#: The executor's last line of a task that succeeded (kfp/dsl/executor.py). kfp.local's
+#: "Task ... finished" line can be lost when ParallelFor iterations run in threads: its
+#: logger context swaps the root logger's handlers globally (kfp/local/logging_utils.py
+#: ``local_logger_context``), so one iteration's exit can drop another's handler.
+WROTE_OUTPUT = "Wrote executor output file to"
 #: Lines of a task shown by default: the progress lines our components log.
 PROGRESS = re.compile(r"(epoch \d+ (step \d+/\d+|done in)|read \d+ rows)")
 #: Lines of a failed task's log that :meth:`TaskLogStream.tail` returns.
@@ -55,8 +70,13 @@ class TaskLogStream(io.TextIOBase):
         super().__init__()
         self.log_dir, self.terminal, self.verbose = Path(log_dir), terminal, verbose
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._buf = ""
-        self._task: str | None = None
+        # kfp.local runs a ParallelFor's iterations in threads (at most 2), each printing
+        # its task's lines: a partial line, the current task and the lines seen before the
+        # task's label is known are kept per thread; one lock orders the output.
+        self._lock = threading.RLock()
+        self._bufs: dict[int, str] = {}
+        self._tasks: dict[int, str | None] = {}
+        self._pending: dict[int, list[str]] = {}
         self._started: dict[str, float] = {}
         self._files: dict[str, TextIO] = {}
         self.results: dict[str, tuple[str, float]] = {}
@@ -67,10 +87,13 @@ class TaskLogStream(io.TextIOBase):
         return True
 
     def write(self, text: str) -> int:
-        self._buf += text
-        while "\n" in self._buf:
-            line, self._buf = self._buf.split("\n", 1)
-            self._line(line)
+        with self._lock:
+            me = threading.get_ident()
+            buf = self._bufs.get(me, "") + text
+            while "\n" in buf:
+                line, buf = buf.split("\n", 1)
+                self._line(line)
+            self._bufs[me] = buf
         return len(text)
 
     def flush(self) -> None:
@@ -79,16 +102,19 @@ class TaskLogStream(io.TextIOBase):
         self.terminal.flush()
 
     def close(self) -> None:
-        if self._buf:
-            self._line(self._buf)
-            self._buf = ""
+        for me, buf in list(self._bufs.items()):
+            if buf:
+                self._tasks.setdefault(threading.get_ident(), self._tasks.get(me))
+                self._line(buf)
+        self._bufs.clear()
         for f in self._files.values():
             f.close()
         self._files.clear()
 
     def log_path(self, task: str | None) -> Path:
-        """``<log_dir>/<task>.log``, or ``pipeline.log`` for lines outside a task."""
-        return self.log_dir / f"{task or 'pipeline'}.log"
+        """``<log_dir>/<task>.log`` (``evaluate-shard #2`` -> ``evaluate-shard-2.log``), or
+        ``pipeline.log`` for lines outside a task."""
+        return self.log_dir / f"{(task or 'pipeline').replace(' #', '-')}.log"
 
     def _file(self, task: str | None) -> TextIO:
         key = task or "pipeline"
@@ -101,27 +127,57 @@ class TaskLogStream(io.TextIOBase):
         self.terminal.flush()
 
     def _line(self, raw: str) -> None:
-        line = ANSI.sub("", raw)
+        line, me = ANSI.sub("", raw), threading.get_ident()
         start, end = TASK_START.search(line), TASK_END.search(line)
-        if start:
-            self._task = start.group(1)
-            self._started[self._task] = time.perf_counter()
-            if not self.verbose:
-                self._show(f"[{self._task}] started")
-        self._file(self._task).write(line + "\n")
+        if start:  # its label (ParallelFor index or not) is known a few lines later
+            self._tasks[me] = None
+            self._pending[me] = []
+            self._started[f"\0{me}"] = time.perf_counter()
+        if me in self._pending:
+            self._pending[me].append(raw)
+            found = OUTPUT_FILE.search(line)
+            if found or end or PROGRESS.search(line) or len(self._pending[me]) > 400:
+                self._label(me, start.group(1) if start else self._name(me), found)
+            return
+        self._task_line(me, raw, line, end)
+
+    def _name(self, me: int) -> str:
+        first = TASK_START.search(ANSI.sub("", self._pending[me][0]))
+        return first.group(1) if first else "task"
+
+    def _label(self, me: int, name: str, found) -> None:
+        """Name the thread's task (``evaluate-shard #2`` for iteration 2 of a ParallelFor),
+        show its start, and pass on the lines held back."""
+        index = found.group(1) if found else None
+        task = f"{name} #{index}" if index is not None else name
+        self._tasks[me] = task
+        self._started[task] = self._started.pop(f"\0{me}", time.perf_counter())
+        if not self.verbose:
+            self._show(f"[{task}] started")
+        held = self._pending.pop(me)
+        for raw in held:
+            line = ANSI.sub("", raw)
+            self._task_line(me, raw, line, TASK_END.search(line))
+
+    def _task_line(self, me: int, raw: str, line: str, end) -> None:
+        task = self._tasks.get(me)
+        self._file(task).write(line + "\n")
         record = input_errors.record_of(line)
-        if record is not None and self._task:
-            self.failures[self._task] = record
+        if record is not None and task:
+            self.failures[task] = record
         if self.verbose:
             self._show(raw)
-        if end:
-            self._task_end(end.group(1), end.group(2))
-        elif self._task and not self.verbose and PROGRESS.search(line):
-            self._show(f"[{self._task}]   {_strip_level(line)}")
-        if end:
-            self._task = None
+        if end and task:
+            self._task_end(task, end.group(2))
+            self._tasks[me] = None
+        elif task and WROTE_OUTPUT in line:
+            self._task_end(task, "SUCCESS")
+        elif task and not self.verbose and PROGRESS.search(line):
+            self._show(f"[{task}]   {_strip_level(line)}")
 
     def _task_end(self, task: str, status: str) -> None:
+        if self.results.get(task, ("",))[0] == status:
+            return  # already ended by its executor's last line
         seconds = time.perf_counter() - self._started.get(task, time.perf_counter())
         self.results[task] = (status, seconds)
         self._file(task).flush()
@@ -166,6 +222,18 @@ class captured:
         self.stream.close()
 
 
+def _shard_lines(tasks: dict) -> list[str]:
+    """One line per ParallelFor task: ``evaluate-shard: #0 success 5.5 s, #1 ...``."""
+    loops: dict[str, list[tuple[int, str]]] = {}
+    for task, (status, seconds) in tasks.items():
+        name, sep, index = task.partition(" #")
+        if sep and index.isdigit():
+            loops.setdefault(name, []).append(
+                (int(index), f"#{index} {status.lower()} {seconds:.1f} s"))
+    return [f"{name}: " + ", ".join(t for _, t in sorted(runs)) for name, runs in
+            sorted(loops.items())]
+
+
 def _path_exists(uri: str) -> bool:
     return bool(uri) and Path(uri).exists()
 
@@ -176,7 +244,10 @@ def summary_lines(s: dict) -> list[str]:
     is there (KFP gives metadata-only artifacts such as ``system.Metrics`` a ``uri`` but
     writes no file: kfp/dsl/types/artifact_types.py); training figures only when measured
     (``samples_per_sec``, ``seconds_per_epoch``, ``ms_per_step`` present in the training
-    metrics), each HTML report last.
+    metrics), one line per ``dsl.ParallelFor`` task with each iteration's index, status and
+    time (``evaluate-shard: #0 success 5.5 s, ...``), each HTML report last. The accuracy
+    line comes from ``eval_metrics`` (imdb-lstm, resnet-horovod) or ``metrics``
+    (fractional-eval's combined metrics).
     """
     out = s["outputs"]
     lines = [f"\n{s['pipeline']}: finished in {s['seconds']} s",
@@ -192,7 +263,9 @@ def summary_lines(s: dict) -> list[str]:
                 lines.append(f"  {key}: {value['uri']}")
         else:
             lines.append(f"  {key}: {value}")
-    ev = (out.get("eval_metrics") or {}).get("metadata", {})
+    # the evaluation's metrics: imdb-lstm's eval_metrics, fractional-eval's combined metrics
+    ev = next((m for m in ((out.get(k) or {}).get("metadata", {}) for k in
+                           ("eval_metrics", "metrics")) if "accuracy" in m), {})
     tr = (out.get("train_metrics") or {}).get("metadata", {})
     if "accuracy" in ev:
         extra = [f"{label} {ev[k]:.4f}" for k, label in (("roc_auc", "ROC AUC"), ("f1", "F1"))
@@ -207,6 +280,7 @@ def summary_lines(s: dict) -> list[str]:
                if isinstance(tr.get(k), int | float) and tr[k] > 0]
     if figures:
         lines.append("training: " + ", ".join(figures))
+    lines += _shard_lines(s.get("tasks", {}))
     for key in sorted(out):
         value = out[key]
         if isinstance(value, dict) and value.get("html"):
