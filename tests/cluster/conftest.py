@@ -1,8 +1,8 @@
 """Fixtures for tests on the real control plane (marker ``cluster``): see README.md here.
 
 ``plane`` is one control plane per test session: the one ``make cluster-up`` left running
-when ``KFP_GPU_CLUSTER_DIR`` names its folder and it holds a kubeconfig, else one brought
-up in a temporary folder and taken down when the session ends. Binaries come from
+(in ``$KFP_GPU_CLUSTER_DIR``, default ~/.cache/kfp-gpu/cluster) if it answers, else one
+brought up in a temporary folder and taken down when the session ends. Binaries come from
 scripts/control-plane/build.sh; where they are absent the tests are skipped with that
 reason, and with ``CI=true`` they fail instead (CI builds them first).
 """
@@ -39,13 +39,18 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def plane(tmp_path_factory) -> Iterator[controlplane.Plane]:
     """The running control plane (see the module doc)."""
-    shared = os.environ.get("KFP_GPU_CLUSTER_DIR")
-    if shared and (Path(shared) / "kubeconfig").exists():
+    shared = Path(os.environ.get("KFP_GPU_CLUSTER_DIR") or controlplane.DEFAULT_DIR)
+    if (shared / "kubeconfig").exists():
         try:
-            yield controlplane.attach(Path(shared))
+            running = controlplane.attach(shared)
         except controlplane.Unavailable as e:
             unavailable(str(e))
-        return
+        if running.kubectl("get", "--raw", "/readyz", check=False).returncode == 0:
+            yield running
+            return
+        if os.environ.get("KFP_GPU_CLUSTER_DIR"):
+            pytest.fail(f"the control plane in {shared} does not answer: make cluster-down "
+                        "and cluster-up again", pytrace=False)
     try:
         controlplane.binaries()
     except controlplane.Unavailable as e:
@@ -89,4 +94,18 @@ def tier2(plane):
     except controlplane.Unavailable as e:
         unavailable(str(e))
     operators.start_tier2(plane)
+    return plane
+
+
+@pytest.fixture(scope="session")
+def kueue(plane) -> controlplane.Plane:
+    """The plane with Kueue (tier 3, :mod:`tests.cluster.kueue`) running: started once by
+    :func:`tests.cluster.operators.start_tier3` unless it already runs."""
+    from tests.cluster import operators
+
+    try:
+        plane.bins.update(controlplane.binaries(controlplane.TIER3))
+    except controlplane.Unavailable as e:
+        unavailable(str(e))
+    operators.start_tier3(plane)
     return plane
