@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import controlplane, kube
-from tests.containers.conftest import in_ci
+from tests.containers.conftest import docker_client, image, in_ci  # noqa: F401 - fixtures
 
 HERE = Path(__file__).resolve().parent
 
