@@ -138,6 +138,28 @@ class OperatorFacts:
 
 
 @dataclass
+class LocalQueue:
+    """One LocalQueue: its ClusterQueue and ``Active`` condition (None = not reported)."""
+
+    name: str
+    cluster_queue: str = ""
+    active: bool | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class KueueFacts:
+    """What doctor saw of Kueue (:mod:`.kueue`): the LocalQueue CRD and the namespace's
+    LocalQueues (``listed``: the LIST answered; ``error``: why not)."""
+
+    crd: Crd = field(default_factory=lambda: Crd("localqueues.kueue.x-k8s.io"))
+    queues: dict[str, LocalQueue] = field(default_factory=dict)
+    listed: bool = False
+    error: str = ""
+
+
+@dataclass
 class ClusterFacts:
     """Everything :func:`gather` saw. ``*_error``: why that part could not be read."""
 
@@ -155,6 +177,8 @@ class ClusterFacts:
     connect_error: str = ""
     dra: DraFacts = field(default_factory=DraFacts)
     operators: OperatorFacts = field(default_factory=OperatorFacts)
+    #: Kueue's LocalQueue CRD and the namespace's LocalQueues (:mod:`.kueue`); None = unread.
+    kueue: KueueFacts | None = None
 
     @property
     def unreachable(self) -> bool:
@@ -182,6 +206,8 @@ class Needs:
         runtime_image: the image the pipeline expects the ClusterTrainingRuntime's nodes
             to run (the compiled ``runtime_image`` of its distributed task, which
             ``kfp-gpu compile --registry`` sets); "" = the default ImageSet's Horovod image.
+        kueue_queues: the Kueue LocalQueues the pipeline's tasks queue their jobs in
+            (``kueue_queue``; :func:`kfp_gpu.cluster.doctor.kueue.compiled_kueue_queues`).
     """
 
     request: gpu.GpuRequest | None = None
@@ -192,6 +218,7 @@ class Needs:
     backend: str = "mpijob"
     kfp_min: list[tuple[tuple[int, int, int], str]] = field(default_factory=list)
     runtime_image: str = ""
+    kueue_queues: tuple[str, ...] = ()
 
 
 @dataclass

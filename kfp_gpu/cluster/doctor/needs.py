@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kfp_gpu import gpu
 from kfp_gpu.cluster import kfp_api
+from kfp_gpu.cluster.doctor.kueue import compiled_kueue_queues
 from kfp_gpu.cluster.doctor.model import Needs
 
 
@@ -91,6 +92,7 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
         out = needs_from_request(request, mpi=mpi, source=source)
         out.kfp_min = kfp_min
         out.runtime_image = runtime_image
+        out.kueue_queues = compiled_kueue_queues(pipeline)
         return out
     resources: dict[str, int] = {}
     for e in executors.values():
@@ -107,4 +109,5 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
             ns = e.get("nodeSelector") or {}
             selector.update(ns.get("labels") or {})
     return Needs(resources=resources, node_selector=selector, mpi=mpi, source=source,
-                 kfp_min=kfp_min, runtime_image=runtime_image)
+                 kfp_min=kfp_min, runtime_image=runtime_image,
+                 kueue_queues=compiled_kueue_queues(pipeline))

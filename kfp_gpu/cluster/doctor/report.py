@@ -15,7 +15,8 @@ nodes, GFD labels, HAMi, where the request fits), :mod:`.crds` (MPI Operator, KA
 :mod:`.operators` (a live MPI Operator: its leader-election Lease),
 :mod:`.rbac` (the launcher's permissions), :mod:`.podsecurity` (the namespace's Pod Security
 levels against RDMA's ``IPC_LOCK``), :mod:`.dra` (Dynamic Resource Allocation: the API,
-NVIDIA's DeviceClasses and ResourceSlices), and the KFP API here.
+NVIDIA's DeviceClasses and ResourceSlices), :mod:`.kueue` (the LocalQueues a pipeline's
+``kueue_queue`` names), and the KFP API here.
 
 What is looked at, with the upstream source of each name:
 
@@ -47,6 +48,7 @@ from kfp_gpu.cluster import kfp_api
 from kfp_gpu.cluster.doctor.backends import backends_section, read_runtimes
 from kfp_gpu.cluster.doctor.crds import crds_section, read_crds
 from kfp_gpu.cluster.doctor.dra import dra_section, read_dra
+from kfp_gpu.cluster.doctor.kueue import kueue_section, read_kueue
 from kfp_gpu.cluster.doctor.model import (
     DEFAULT_NAMESPACE,
     DEFAULT_SERVICE_ACCOUNT,
@@ -91,6 +93,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
     access_section(rep, facts, needs)
     pod_security_section(rep, facts, needs)
     dra_section(rep, facts, needs)
+    kueue_section(rep, facts, needs)
     request_section(rep, facts, needs)
     return rep
 
@@ -117,6 +120,7 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
     read_runtimes(api_client, facts)
     read_access(api_client, facts, service_account)
     read_pod_security(api_client, facts)
+    read_kueue(api_client, facts)
     return facts
 
 
