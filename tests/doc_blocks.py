@@ -84,7 +84,7 @@ def evaluate_shell(example) -> None:
         assert not problems, "; ".join(problems)
         return
     for cmd in commands:
-        assert dc.runnable(cmd.argv), (
+        assert dc.runnable(cmd.argv, cmd.expect), (
             f"`{cmd.text}` cannot run in the doc tests ({dc.program(cmd.argv)[0]}): add a "
             "line '# needs: <what it needs>' to the block")
     for cmd in commands:
@@ -129,7 +129,7 @@ def evaluate_console(example) -> None:
     assert steps, "a console block without a '$ ' command"
     for text, shown in steps:
         (cmd,) = dc.split_commands(text)
-        assert _needs(source) or dc.runnable(cmd.argv), (
+        assert _needs(source) or dc.runnable(cmd.argv, cmd.expect), (
             f"`{text}` cannot run in the doc tests: add a line '# needs: <what it needs>'")
         if _needs(source):
             assert not dc.check_command(cmd), dc.check_command(cmd)
