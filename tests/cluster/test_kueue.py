@@ -14,6 +14,11 @@ Upstream behaviour each test relies on (sigs.k8s.io/kueue@v0.19.2 unless named):
   ``QuotaReserved`` False with ``insufficient unused quota for <resource> in flavor <f>``.
 - pkg/controller/core/workload_controller.go: a Workload whose LocalQueue is missing is
   not admitted (``LocalQueue <q> doesn't exist``).
+- pkg/controller/jobs/trainjob/trainjob_controller.go (framework
+  ``trainer.kubeflow.org/trainjob``): a queued TrainJob waits suspended and is admitted
+  (``RunWithPodSetsInfo``) when its ClusterQueue gets quota.
+- config/components/crd/patches/webhook_in_localqueues.yaml: LocalQueues convert to v1beta1
+  through Kueue's ``/convert``.
 - kubeflow/mpi-operator v0.8.2 pkg/controller/mpi_job_controller.go: a suspended MPIJob
   gets its Launcher Job (suspended) and no Worker pods (what
   kfp_gpu.training.launcher_start's docstring relies on).
@@ -21,22 +26,36 @@ Upstream behaviour each test relies on (sigs.k8s.io/kueue@v0.19.2 unless named):
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 
 import pytest
 
+from kfp_gpu.mpi.spec import backends
 from tests.cluster import jobs, kube
+from tests.cluster.test_trainjob import runtime  # noqa: F401 - fixture
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE = "q"
 
 
+def cluster_queue_spec(ns: str, flavor: str, gpus: int) -> dict:
+    """A ClusterQueue for ``ns`` only: cpu, memory and ``gpus`` nvidia.com/gpu in ``flavor``
+    (apis/kueue/v1beta2 clusterqueue_types.go)."""
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "resourceGroups": [{
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                "flavors": [{"name": flavor, "resources": [
+                    {"name": "cpu", "nominalQuota": "64"},
+                    {"name": "memory", "nominalQuota": "256Gi"},
+                    {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}
+
+
 def create_queues(api, ns: str, gpus: int, queue: str = QUEUE) -> tuple[str, str]:
-    """A ResourceFlavor, a ClusterQueue for ``ns`` only (cpu, memory and ``gpus``
-    nvidia.com/gpu; apis/kueue/v1beta2 clusterqueue_types.go) and LocalQueue ``queue`` in
-    ``ns``; returns the two cluster-scoped names (for :func:`delete_queues`)."""
+    """A ResourceFlavor, a ClusterQueue (:func:`cluster_queue_spec`) and LocalQueue ``queue``
+    in ``ns``; returns the two cluster-scoped names (for :func:`delete_queues`)."""
     custom, tag = kube.custom(api), uuid.uuid4().hex[:6]
     flavor, cq = f"kfp-gpu-rf-{tag}", f"kfp-gpu-cq-{tag}"
     custom.create_cluster_custom_object(GROUP, VERSION, "resourceflavors", {
@@ -44,13 +63,7 @@ def create_queues(api, ns: str, gpus: int, queue: str = QUEUE) -> tuple[str, str
         "metadata": {"name": flavor}})
     custom.create_cluster_custom_object(GROUP, VERSION, "clusterqueues", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                 "resourceGroups": [{
-                     "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                     "flavors": [{"name": flavor, "resources": [
-                         {"name": "cpu", "nominalQuota": "64"},
-                         {"name": "memory", "nominalQuota": "256Gi"},
-                         {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}})
+        "spec": cluster_queue_spec(ns, flavor, gpus)})
     custom.create_namespaced_custom_object(GROUP, VERSION, ns, "localqueues", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
         "metadata": {"name": queue, "namespace": ns}, "spec": {"clusterQueue": cq}})
@@ -223,3 +236,52 @@ def test_doctor_names_a_missing_local_queue(kueue, plane, api, namespace, tmp_pa
                         f"{namespace}; Kueue never admits a job queued there (it waits "
                         f"forever); create a LocalQueue {QUEUE} (kueue.x-k8s.io) pointing at "
                         "a ClusterQueue")], r.stdout
+
+
+def test_a_queued_trainjob_runs_when_the_cluster_queue_gets_quota(kueue, tier2, runtime,  # noqa: F811
+                                                                   api, namespace, tmp_path,
+                                                                   caplog):
+    """The trainjob backend with ``kueue_queue`` (Kueue's TrainJob integration,
+    pkg/controller/jobs/trainjob/trainjob_controller.go, enabled as
+    ``trainer.kubeflow.org/trainjob``): created with ``spec.suspend`` true, it waits while
+    the ClusterQueue has no GPU quota ("waiting for quota in queue q"); once the quota is
+    raised Kueue admits it (``RunWithPodSetsInfo`` clears ``suspend``), Trainer and JobSet
+    run it and it Completes."""
+    flavor, cq = create_queues(api, namespace, gpus=0)
+    try:
+        job = jobs.component_job(namespace, "tj-queued", workers=2, backend=backends.TRAINJOB,
+                                 kueue_queue=QUEUE)
+        assert job["spec"]["suspend"] is True
+        with caplog.at_level(logging.INFO, logger="kfp_gpu"):
+            run = jobs.Launch(api, job, tmp_path / "record.json")
+            run.start()
+            kube.wait_for(lambda: "waiting for quota in queue q (Kueue admits the TrainJob"
+                          in caplog.text, 60, "the launcher's 'waiting for quota' line")
+            reserved = kube.wait_for(lambda: kube.conditions(workload_of(
+                api, namespace, "tj-queued")).get("QuotaReserved"), 60, "QuotaReserved")
+            assert reserved["status"] == "False", reserved
+            assert "nvidia.com/gpu" in reserved["message"], reserved
+            kube.custom(api).patch_cluster_custom_object(
+                GROUP, VERSION, "clusterqueues", cq,
+                {"spec": cluster_queue_spec(namespace, flavor, 2)})
+            jobs.launcher_pod(api, namespace, "tj-queued", backend=backends.TRAINJOB)
+            tj = kube.get_custom(api, "trainer.kubeflow.org", "v1alpha1", namespace,
+                                 "trainjobs", "tj-queued")
+            assert tj["spec"]["suspend"] is False
+            jobs.end_launcher(api, namespace, "tj-queued", "succeed", backend=backends.TRAINJOB)
+            result, error = run.outcome()
+        assert error is None and result.status == "Succeeded", error
+    finally:
+        delete_queues(api, flavor, cq)
+
+
+def test_the_conversion_webhook_serves_v1beta1(kueue, api, namespace):
+    """LocalQueue is stored as v1beta2 and served as v1beta1 too, through Kueue's conversion
+    webhook (config/components/crd/patches/webhook_in_localqueues.yaml, here at
+    https://127.0.0.1:9445/convert): what doctor reads on a Kueue older than v0.15."""
+    flavor, cq = create_queues(api, namespace, gpus=1)
+    try:
+        old = kube.get_custom(api, GROUP, "v1beta1", namespace, "localqueues", QUEUE)
+        assert old["apiVersion"] == f"{GROUP}/v1beta1" and old["spec"]["clusterQueue"] == cq
+    finally:
+        delete_queues(api, flavor, cq)
