@@ -142,7 +142,7 @@ def test_cluster_training_runtimes_are_cluster_scoped_and_read_only(kube, api):
 
 
 @pytest.mark.parametrize("outcome,ctype,reason", [("Succeeded", "Complete", "AllJobsCompleted"),
-                                                  ("Failed", "Failed", "FailedJobs")])
+                                                  ("Failed", "Failed", "ReachedMaxRestarts")])
 def test_scripted_controller_plays_trainer_on_jobset(kube, api, outcome, ctype, reason):
     kube.controller = ScriptedController(outcome=outcome, log=["rank 0 ready", "METRICS {}"])
     api.create_namespaced_custom_object(G, V, NS, "trainjobs", trainjob())

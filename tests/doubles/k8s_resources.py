@@ -119,7 +119,10 @@ OPERATORS: dict[str, Operator] = {
     "mpijobs": Operator(
         "mpijobs", ("Created", "MPIJobCreated"), ("Running", "MPIJobRunning"),
         ("Succeeded", "MPIJobSucceeded", "MPIJob {ns}/{name} successfully completed."),
-        ("Failed", "MPIJobFailed", "MPIJob {ns}/{name} has failed"),
+        # the Launcher Job's Failed condition as updateMPIJobFailedStatus copies it (a
+        # failed Launcher fails its Job by backoffLimit; ``MPIJobFailed`` only when the
+        # Job's condition has no reason): see ScriptedController.failure
+        ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
         lambda name: {"training.kubeflow.org/job-name": name,
                       "training.kubeflow.org/job-role": "launcher"},
         "launcher", lambda name: f"{name}-launcher-{uuid.uuid4().hex[:5]}", True,
@@ -129,7 +132,10 @@ OPERATORS: dict[str, Operator] = {
     "trainjobs": Operator(
         "trainjobs", None, None,
         ("Complete", "AllJobsCompleted", "jobset completed successfully"),
-        ("Failed", "FailedJobs", "jobset failed due to one or more job failures"),
+        # manifests/trainer's runtime has a failurePolicy (maxRestarts 0): JobSet v0.12.0
+        # failure_policy.go fails with ReachedMaxRestarts naming the first failed Job
+        ("Failed", "ReachedMaxRestarts", ("jobset failed due to reaching max number of "
+                                          "restarts (first failed job: {name}-launcher-0)")),
         lambda name: {"jobset.sigs.k8s.io/jobset-name": name,
                       "jobset.sigs.k8s.io/replicatedjob-name": "launcher",
                       "jobset.sigs.k8s.io/job-index": "0",
@@ -189,6 +195,8 @@ class ScriptedController:
             return
         if op.created:
             cond(*op.created, f"{kube_kind(op.plural)} {ns}/{name} is created.")
+            # syncHandler's Event with it (v0.8.2: "MPIJob <ns>/<name> is created.")
+            kube.add_event(ns, name, "Normal", op.created[1], f"MPIJob {ns}/{name} is created.")
         if not self._stay_suspended(kube, ns, name, alive):
             return
         if self.pending is not None and not self._stay_pending(kube, ns, name, alive):
@@ -202,6 +210,8 @@ class ScriptedController:
         kube.set_pod_phase(ns, pod, "Running")
         if op.running:
             cond(*op.running, f"{kube_kind(op.plural)} {ns}/{name} is running.")
+            # updateMPIJobStatus's Eventf: the same words without the full stop
+            kube.add_event(ns, name, "Normal", op.running[1], f"MPIJob {ns}/{name} is running")
         if self.plural == "trainjobs":
             kube.set_jobs_status(ns, name, active=1, ready=1)
         for line in self.log:
@@ -214,15 +224,43 @@ class ScriptedController:
         if self.outcome is None or not alive():
             return
         ok = self.outcome == "Succeeded"
-        kube.set_pod_phase(ns, pod, "Succeeded" if ok else "Failed")
-        ctype, reason, message = op.succeeded if ok else op.failed
-        message = message.format(ns=ns, name=name)
-        if not ok:
-            kube.add_event(ns, name, "Warning", self.reason or reason,
-                           self.message or "launcher failed", kind=kube_kind(op.plural))
+        ctype, reason, message = op.succeeded if ok else self.failure(kube, ns, name)
+        reason, message = self.reason or reason, self.message or message.format(ns=ns,
+                                                                                 name=name)
+        if ok or self.plural == "trainjobs" or self._launcher_policy(kube, ns, name) == "Never":
+            kube.set_pod_phase(ns, pod, "Succeeded" if ok else "Failed")
+        else:  # OnFailure: restarted in place, then deleted by the failing Job
+            kube.delete_pod(ns, pod)
+        # the Event the controller records with the condition: on the MPIJob
+        # (updateMPIJobStatus / updateMPIJobFailedStatus), on the JobSet for a TrainJob
+        # (JobSet v0.12.0 jobset_controller.go; Trainer records none)
+        kube.add_event(ns, name, "Normal" if ok else "Warning", reason, message,
+                       kind="JobSet" if self.plural == "trainjobs" else "MPIJob")
         if self.plural == "trainjobs":
             kube.set_jobs_status(ns, name, active=0, succeeded=int(ok), failed=int(not ok))
-        cond(ctype, self.reason or reason, self.message or message, running_false=True)
+        cond(ctype, reason, message, running_false=True)
+
+    @staticmethod
+    def _launcher_policy(kube: FakeKube, ns: str, name: str) -> str:
+        """The MPIJob Launcher's ``restartPolicy`` (mpi-operator v0.8.2 default OnFailure)."""
+        obj = kube.get_object("mpijobs", ns, name) or {}
+        spec = ((obj.get("spec") or {}).get("mpiReplicaSpecs") or {}).get("Launcher") or {}
+        return spec.get("restartPolicy") or "OnFailure"
+
+    def failure(self, kube: FakeKube, ns: str, name: str) -> tuple[str, str, str]:
+        """The Failed condition (type, reason, message template) a failed launcher gives.
+
+        MPIJob: kubeflow/mpi-operator v0.8.2 ``updateMPIJobFailedStatus`` copies the
+        Launcher Job's ``BackoffLimitExceeded`` and appends ``/<pod status.reason>`` and
+        ``: <pod status.message>`` of the last Failed Launcher pod when one is left: under
+        ``restartPolicy: Never`` (empty fields for a container exit:
+        ``BackoffLimitExceeded/``); under OnFailure the kubelet restarts in place and the
+        Job controller deletes the pod, so nothing is appended (both seen on the real
+        control plane, tests/cluster/test_fidelity.py)."""
+        op = OPERATORS[self.plural]
+        if self.plural == "mpijobs" and self._launcher_policy(kube, ns, name) == "Never":
+            return op.failed[0], op.failed[1] + "/", op.failed[2] + ": "
+        return op.failed
 
 
     def _stay_suspended(self, kube: FakeKube, ns: str, name: str, alive) -> bool:
