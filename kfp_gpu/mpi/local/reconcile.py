@@ -186,8 +186,14 @@ class Reconciler:
             return True
         return False
 
-    def update_replicas(self, workers: list) -> None:
-        """``status.replicaStatuses`` from the containers' states."""
+    def update_replicas(self, workers: list, finished: bool = False) -> None:
+        """``status.replicaStatuses`` from the containers' states. Once an MPIJob has
+        ``finished`` its Worker entry is empty, whatever Workers are left: mpi-operator
+        v0.8.2 ``syncHandler`` lists no Workers once the Launcher Job is finished and
+        ``updateMPIJobStatus`` counts that empty list (seen on the real control plane:
+        ``"Worker": {}`` under every cleanPodPolicy)."""
+        if finished and self.plan.kind != "TrainJob":
+            workers = []
         counts = {"running": 0, "ok": 0, "bad": 0}
         for c in workers:
             s, code, oom = state(c)

@@ -180,7 +180,7 @@ class LocalMPIJobRunner:
                 time.sleep(self.poll_s)
         rec.stop_launcher()
         rec.clean_workers()
-        rec.update_replicas(self.jc.workers())
+        rec.update_replicas(self.jc.workers(), finished=True)
         self._publish()
         return self.status.to_dict()
 
