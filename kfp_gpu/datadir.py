@@ -33,9 +33,9 @@ def default() -> Path | None:
 
 def chosen(explicit: str | os.PathLike | None = None) -> str:
     """How :func:`resolve` picks the folder for these inputs, in words (for messages)."""
-    if explicit:
+    if explicit and str(explicit) != os.environ.get(ENV):
         return "--data-dir"
-    if os.environ.get(ENV):
+    if explicit or os.environ.get(ENV):  # typer's --data-dir reads $KFP_GPU_DATA_DIR too
         return f"${ENV}"
     return f"the default {DEFAULT_RELATIVE} beside the checkout"
 
@@ -65,6 +65,6 @@ def find(relative: str, explicit: str | os.PathLike | None = None) -> Path:
     path = root / relative
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} not found (data folder {root}, from {chosen(explicit)}); pass --data-dir "
-            f"DIR or set ${ENV} to a folder holding {relative}")
+            f"{path} not found (data dir {root}); the data dir comes from {chosen(explicit)}: "
+            f"pass --data-dir DIR or set ${ENV} to a folder holding {relative}")
     return path

@@ -55,12 +55,13 @@ def test_the_trainer_reads_fashion_mnist_from_the_same_folder(monkeypatch, share
     assert data.x_train.shape[1:] == (28, 28, 1) and data.classes == 10
     monkeypatch.setenv(datadir.ENV, "/nonexistent")
     with pytest.raises(FileNotFoundError, match=r"/nonexistent/fashion-mnist not found .*"
-                       r"\$KFP_GPU_DATA_DIR"):
+                       r"comes from \$KFP_GPU_DATA_DIR"):
         resnet_data.load_source(resnet_data.FASHION_MNIST)
 
 
 def test_a_given_folder_without_the_data_is_an_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="from --data-dir"):
+    with pytest.raises(FileNotFoundError, match=r"\(data dir .*\); the data dir comes from "
+                       "--data-dir"):
         local_run.default_data_params("imdb-lstm", str(tmp_path))
 
 

@@ -107,6 +107,8 @@ class TaskLogStream(io.TextIOBase):
                 self._tasks.setdefault(threading.get_ident(), self._tasks.get(me))
                 self._line(buf)
         self._bufs.clear()
+        for me in list(self._pending):  # a task whose label was still open
+            self._label(me, self._name(me), None)
         for f in self._files.values():
             f.close()
         self._files.clear()
