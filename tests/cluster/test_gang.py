@@ -18,7 +18,7 @@ from tests.cluster import jobs, kube
 from tests.cluster.controlplane import GANG_SCHEDULER
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def gang_operator(plane):
     """mpi-operator restarted with --gang-scheduling; the plain one again afterwards."""
     plane.stop_process("mpi-operator")
