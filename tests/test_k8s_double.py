@@ -104,7 +104,9 @@ def test_background_delete_is_immediate_and_dependents_follow(kube):
     mpijob(kube)
     kube.create_pod(NS, "job-launcher", {}, owner="job")
     code, body = request(kube, "DELETE", f"{MPIJOBS}/job")  # Background by default
-    assert code == 200 and "finalizers" not in body["metadata"]
+    # a Success Status, not the object (kube-apiserver v1.36.3, tests/cluster/test_fidelity)
+    assert code == 200 and (body["kind"], body["status"]) == ("Status", "Success")
+    assert body["details"]["name"] == "job" and body["details"]["kind"] == "mpijobs"
     assert request(kube, "GET", f"{MPIJOBS}/job")[0] == 404  # gone in the same request
     wait_for(lambda: kube.get_object("pods", NS, "job-launcher") is None)
     assert kube.deletes == [{"name": "job", "namespace": NS,
@@ -138,3 +140,23 @@ def test_patch_of_an_unserved_type_is_415_with_the_api_servers_text(kube):
     code, body = request(kube, "PATCH", f"{MPIJOBS}/job", {"spec": {"x": 1}},
                          ctype="application/merge-patch+json; charset=utf-8")
     assert code == 200 and body["spec"] == {"x": 1}
+
+
+def test_unknown_fields_are_pruned_with_a_warning_or_refused_under_strict(kube):
+    """A CRD's schema prunes undeclared fields; ``fieldValidation`` (unset = Warn) says so
+    in a Warning header, Strict refuses: kube-apiserver v1.36.3's words
+    (tests/doubles/k8s_fields.py; tests/cluster/test_fidelity.py asks the real one)."""
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "job", "namespace": NS},
+           "spec": {"slotPerWorker": 3, "mpiReplicaSpecs": {}}}
+    req = urllib.request.Request(kube.host + MPIJOBS, data=json.dumps(job).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 201
+        assert resp.headers.get_all("Warning") == ['299 - "unknown field \\"spec.slotPerWorker\\""']
+        assert "slotPerWorker" not in json.loads(resp.read())["spec"]
+    job["metadata"]["name"] = "job2"
+    code, body = request(kube, "POST", MPIJOBS + "?fieldValidation=Strict", job)
+    assert (code, body["reason"]) == (400, "BadRequest")
+    assert body["message"] == ('MPIJob in version "v2beta1" cannot be handled as a MPIJob: '
+                               'strict decoding error: unknown field "spec.slotPerWorker"')

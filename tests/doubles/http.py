@@ -16,9 +16,12 @@ class JsonHandler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # keep test output clean
         pass
 
-    def send_json(self, code: int, body: dict) -> None:
+    def send_json(self, code: int, body: dict, headers: tuple = ()) -> None:
+        """Answer ``code`` with ``body``; ``headers``: more ``(name, value)`` pairs."""
         data = json.dumps(body).encode()
         self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -103,6 +103,7 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
+from tests.doubles import k8s_fields
 from tests.doubles.http import JsonHandler, LoopbackServer
 from tests.doubles.k8s_resources import (
     OPERATORS,
@@ -630,8 +631,10 @@ class FakeKube:
           the finalizer once no ``blockOwnerDeletion`` dependent is left
           (:meth:`collect_garbage`), then the object is gone (``DELETED``).
         - ``Background`` (the default for custom resources): no finalizer is added; without
-          other finalizers the object is removed at once (``DELETED``) and the collector
-          takes its dependents afterwards.
+          other finalizers the object is removed at once (``DELETED``), the answer is a
+          ``Status`` ``Success`` with details name/group/kind/uid (as kube-apiserver v1.36.3
+          answers for a custom resource), and the collector takes its dependents
+          afterwards.
         - An object that already has a ``deletionTimestamp`` is answered 200 as it is.
         The operator's ``on_delete`` (a controller that owns real resources) is told.
         """
@@ -649,8 +652,14 @@ class FakeKube:
                 return 200, copy.deepcopy(obj)
             if policy == "Foreground" and FOREGROUND not in meta.get("finalizers", []):
                 meta.setdefault("finalizers", []).append(FOREGROUND)
-            out = copy.deepcopy(obj)
-            if not self._mark_or_remove(plural, ns, name):
+            if self._mark_or_remove(plural, ns, name):
+                # removed at once: the custom resource store answers a Success Status, not
+                # the object (kube-apiserver v1.36.3, tests/cluster/test_fidelity.py)
+                out = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                       "status": "Success", "details": {
+                           "name": name, "group": res.group, "kind": plural,
+                           "uid": meta.get("uid", "")}}
+            else:
                 out = copy.deepcopy(obj)
         on_delete = getattr(self.controller, "on_delete", None)
         if on_delete is not None:  # an operator that owns real resources (containers)
@@ -832,8 +841,15 @@ class _Handler(JsonHandler):
             if body.get("metadata", {}).get("namespace", ns) != ns:
                 return self._fail(400, "BadRequest",
                                   "the namespace of the object does not match the URL")
-            code, out = self.kube.create_object(plural, ns, body)
-            self.send_json(code, out)
+            unknown = k8s_fields.unknown(body)
+            validation = query.get("fieldValidation", ["Warn"])[0]
+            if unknown and validation == "Strict":
+                return self._fail(400, "BadRequest", k8s_fields.strict_message(body, unknown))
+            warnings = () if validation == "Ignore" else tuple(
+                ("Warning", f'299 - "unknown field \\"{k8s_fields.dotted(p, k)}\\""')
+                for p, k in unknown)
+            code, out = self.kube.create_object(plural, ns, k8s_fields.pruned(body, unknown))
+            self.send_json(code, out, warnings if code == 201 else ())
             if code == 201:
                 self.kube.start_controller(ns, out["metadata"]["name"], plural)
             return code
