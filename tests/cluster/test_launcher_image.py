@@ -9,6 +9,7 @@ Needs the Docker engine and the launcher image too (markers cluster and containe
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -29,7 +30,7 @@ def service_account_dir(plane, ns: str, tmp_path):
     cluster = kc["clusters"][0]["cluster"]
     (d / "token").write_text(
         plane.kubectl("create", "token", SA, "-n", ns, "--duration=1h").stdout.strip())
-    (d / "ca.crt").write_bytes(open(cluster["certificate-authority"], "rb").read())
+    (d / "ca.crt").write_bytes(Path(cluster["certificate-authority"]).read_bytes())
     (d / "namespace").write_text(ns)
     for f in d.iterdir():
         f.chmod(0o644)
