@@ -201,7 +201,9 @@ def test_403_namespaced_user(tmp_path, rbac_objects):
         assert res.exit_code == 1
         assert 'cannot list nodes: HTTP 403' in res.output
         assert 'User "alice" cannot list resource "nodes"' in res.output
-        assert 'cannot impersonate resource "serviceaccounts"' in res.output
+        # kube-apiserver v1.36.3 (constrained impersonation): the refused request named
+        assert ('cannot impersonate-on:serviceaccount:create resource '
+                '"selfsubjectaccessreviews"') in res.output
         # As itself (inside the launcher pod it would be the SA): reviews answer "no".
         res = run(c, tmp_path, "--service-account", "", token="dev-token")
         assert re.search(r"create mpijobs \(kubeflow.org\) +NO", res.output)

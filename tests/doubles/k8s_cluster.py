@@ -7,8 +7,9 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
   ``401`` with a ``Status`` (reason ``Unauthorized``) on every path.
 - Impersonation (``Impersonate-User``): allowed only if the caller may ``impersonate`` the
   target -- ``serviceaccounts`` (core group, the SA's namespace, resourceName = SA name) for
-  ``system:serviceaccount:<ns>:<name>``, ``users`` otherwise; else ``403``
-  (``... cannot impersonate resource "serviceaccounts" ...``). The impersonated
+  ``system:serviceaccount:<ns>:<name>``, ``users`` otherwise; else ``403`` in v1.36's
+  constrained-impersonation words (``... cannot impersonate-on:serviceaccount:create
+  resource "selfsubjectaccessreviews" ...``). The impersonated
   ServiceAccount gets the groups the API server adds (``system:serviceaccounts``,
   ``system:serviceaccounts:<ns>``, ``system:authenticated``).
 - Authorization: RBAC rules (apiGroups / resources incl. ``sub/resource`` / verbs,
@@ -43,11 +44,11 @@ Upstream files (kubernetes/kubernetes, ``staging/src/k8s.io`` = S, at the commit
 @03400bb1 (the ``impersonate`` verb on ``serviceaccounts`` / ``users``, the groups added
 for a ServiceAccount); status bodies S ``apimachinery/pkg/api/errors/errors.go``
 @030880a5 (``NewNotFound``: ``<resource>.<group> "<name>" not found``, details
-group/kind=resource/name). Not pinned to a file read: the 403 message form (``<r>
-"<name>" is forbidden: User "u" cannot <verb> resource "<r>" in API group "<g>" ...``);
-the only copy of S ``apiserver/pkg/endpoints/handlers/responsewriters/errors.go``
-``forbiddenMessage`` served (@01688530) is an old plain-text one, so this form is what
-clients of current releases report, not a line read here.
+group/kind=resource/name). The 403 texts (``<r>[.<g>] ["<name>"] is forbidden: User "u"
+cannot <verb> resource "<r>" in API group "<g>" ...``, and a refused impersonation's
+``cannot impersonate-on:serviceaccount:<verb> resource ...`` about the request itself)
+were read from kube-apiserver v1.36.3 on the test control plane
+(tests/cluster/test_fidelity.py).
 """
 
 from __future__ import annotations
@@ -218,7 +219,10 @@ def _status(code: int, reason: str, message: str, details: dict | None = None) -
 
 
 def _forbidden_msg(user, verb, group, resource, namespace, name=""):
-    target = resource.split("/")[0]
+    """The RBAC denial as kube-apiserver v1.36.3 words it (read on the test control plane,
+    tests/cluster/test_fidelity.py): ``<resource>[.<group>] ["<name>"] is forbidden: User
+    "<u>" cannot <verb> resource "<resource>" in API group "<g>" <scope>``."""
+    target = resource.split("/")[0] + (f".{group}" if group else "")
     what = f'{target} "{name}" is forbidden' if name else f"{target} is forbidden"
     scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
     sub = f" {resource}" if "/" in resource else f' resource "{resource}"'
@@ -244,15 +248,20 @@ class _Handler(JsonHandler):
             _, _, ns, name = target.split(":", 3)
             ok, _ = c.authorize(user, groups, "impersonate", "", "serviceaccounts", ns, name)
             if not ok:
-                self.send_json(403, _status(403, "Forbidden", _forbidden_msg(
-                    user, "impersonate", "", "serviceaccounts", ns, name)))
+                # Constrained impersonation (KEP-5284, beta and on in v1.36: k8s.io/apiserver
+                # v0.36.3 pkg/endpoints/filters/impersonation/constrained_impersonation.go)
+                # tries its modes first and answers with the first one's denial, about the
+                # request itself: "cannot impersonate-on:serviceaccount:<verb> resource ..."
+                verb, group, resource, rns, rname = self._attributes()
+                self._forbid(user, f"impersonate-on:serviceaccount:{verb}", group, resource,
+                             rns, rname)
                 return None
             return target, ["system:serviceaccounts", f"system:serviceaccounts:{ns}",
                             "system:authenticated"], user
         ok, _ = c.authorize(user, groups, "impersonate", "", "users", "", target)
-        if not ok:
-            self.send_json(403, _status(403, "Forbidden", _forbidden_msg(
-                user, "impersonate", "", "users", "", target)))
+        if not ok:  # the same, in the user-info mode
+            verb, group, resource, rns, rname = self._attributes()
+            self._forbid(user, f"impersonate-on:user-info:{verb}", group, resource, rns, rname)
             return None
         return target, ["system:authenticated"], user
 
@@ -260,10 +269,33 @@ class _Handler(JsonHandler):
         user, groups, _ = who
         ok, _ = self.cluster.authorize(user, groups, verb, group, resource, namespace, name)
         if not ok:
-            self.send_json(403, _status(403, "Forbidden", _forbidden_msg(
-                user, verb, group, resource, namespace, name),
-                {"kind": resource, "name": name} if name else {"kind": resource}))
+            self._forbid(user, verb, group, resource, namespace, name)
         return ok
+
+    def _forbid(self, user, verb, group, resource, namespace="", name="") -> None:
+        """403 with the API server's message and details (name, group when set; kind)."""
+        details = {**({"name": name} if name else {}), **({"group": group} if group else {}),
+                   "kind": resource.split("/")[0]}
+        self.send_json(403, _status(403, "Forbidden", _forbidden_msg(
+            user, verb, group, resource, namespace, name), details))
+
+    def _attributes(self) -> tuple[str, str, str, str, str]:
+        """(verb, group, resource, namespace, name) of this request, as RequestInfo
+        (k8s.io/apiserver pkg/endpoints/request/requestinfo.go) reads the paths served."""
+        path = urlsplit(self.path).path
+        if self.command == "POST":
+            return "create", "authorization.k8s.io", "selfsubjectaccessreviews", "", ""
+        if path.startswith(CRD_PREFIX):
+            return ("get", "apiextensions.k8s.io", "customresourcedefinitions", "",
+                    path[len(CRD_PREFIX):])
+        if path.startswith(NAMESPACE_PREFIX):
+            name = path[len(NAMESPACE_PREFIX):]
+            return "get", "", "namespaces", name, name
+        if path.startswith(DRA_PREFIX):
+            return "list", "resource.k8s.io", path[len(DRA_PREFIX):], "", ""
+        if path == RUNTIMES_PATH:
+            return "list", "trainer.kubeflow.org", "clustertrainingruntimes", "", ""
+        return "list", "", "nodes", "", ""
 
     def _record(self, who) -> None:
         self.cluster.requests.append({"method": self.command, "path": urlsplit(self.path).path,
