@@ -536,10 +536,13 @@ def test_every_api_call_has_a_request_timeout(kube):
 
 
 # ---------------------------------------------------------------- issue 11 item 10: pending
+#: kube-scheduler v1.36.3's words for Workers asking more GPUs than any node has (read on
+#: the test control plane: tests/cluster/test_fidelity.py pins them)
 UNSCHEDULABLE = {"phase": "Pending", "conditions": [{
     "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-    "message": "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 "
-               "nodes are available: 8 No preemption victims found for incoming pod."}]}
+    "message": "0/7 nodes are available: 1 node(s) were unschedulable, 6 Insufficient "
+               "nvidia.com/gpu. no new claims to deallocate, preemption: 0/7 nodes are "
+               "available: 7 Preemption is not helpful for scheduling."}]}
 IMAGE_PULL = {"phase": "Pending",
               "conditions": [{"type": "PodScheduled", "status": "True"}],
               "containerStatuses": [{"name": "worker", "ready": False, "restartCount": 0,
@@ -549,9 +552,9 @@ IMAGE_PULL = {"phase": "Pending",
 
 
 @pytest.mark.parametrize("status,events,expected", [
-    (UNSCHEDULABLE, [("FailedScheduling",
-                      "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")],
-     "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu"),
+    (UNSCHEDULABLE, [("FailedScheduling", UNSCHEDULABLE["conditions"][0]["message"])],
+     ("Unschedulable: 0/7 nodes are available: 1 node(s) were unschedulable, 6 Insufficient "
+      "nvidia.com/gpu")),
     (IMAGE_PULL, [("Failed", 'Failed to pull image "horovod:nope": not found')],
      'ImagePullBackOff: container worker: Back-off pulling image "horovod:nope"'),
     ({"phase": "Pending"}, [("FailedMount", 'MountVolume.SetUp failed for volume "data"')],

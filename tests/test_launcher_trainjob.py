@@ -167,7 +167,7 @@ def test_a_trainjob_whose_nodes_never_start_is_deleted_with_the_reason(kube, tmp
     with pytest.raises(launcher.PendingTimeout) as e:
         run(kube, make_job(), tmp_path / "rec.json", pending_timeout_s=1.0)
     assert e.value.kind == "TrainJob" and e.value.reason == "Unschedulable"
-    assert "8 Insufficient nvidia.com/gpu" in e.value.message
+    assert "6 Insufficient nvidia.com/gpu" in e.value.message
     assert kube.deletes == [{"name": NAME, "namespace": "ml", "propagationPolicy": "Foreground"}]
     pod_lists = [r.query["labelSelector"] for r in kube.requests if r.path.endswith("/pods")]
     assert [f"jobset.sigs.k8s.io/jobset-name={NAME}"] in pod_lists
