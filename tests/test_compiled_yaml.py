@@ -28,8 +28,9 @@ def test_checked_in_yaml_is_current():
 
 
 def test_renamed_component_keeps_its_old_yaml_path_for_a_release():
-    """train_resnet_mpijob was renamed train_resnet_horovod (0.2.0): its old component.yaml
-    path still loads, as the new spec, beside a README that says so."""
+    """train_resnet_mpijob was renamed train_resnet_horovod before 0.1.0: its old
+    component.yaml path still loads, as the new spec, beside a README that says so and
+    names the next minor release as the one that removes it."""
     from kfp import components
 
     old, new = comp.targets(only="train_resnet_mpijob")[0], comp.targets(
@@ -37,7 +38,12 @@ def test_renamed_component_keeps_its_old_yaml_path_for_a_release():
     assert old.path.read_text() == new.path.read_text()
     assert components.load_component_from_file(str(old.path)).name == "train-resnet-horovod"
     note = (old.path.parent / "README.md").read_text()
-    assert "deprecated" in note and "train_resnet_horovod" in note and "0.3.0" in note
+    from kfp_gpu import __version__
+
+    major, minor = (int(x) for x in __version__.split(".")[:2])
+    flat = " ".join(note.split())
+    assert "deprecated" in note and "train_resnet_horovod" in note
+    assert f"removed in {major}.{minor + 1}.0" in flat, flat
     assert not (old.path.parent / "component.py").exists()  # not a second component
 
 
