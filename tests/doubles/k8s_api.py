@@ -914,7 +914,11 @@ class _Handler(JsonHandler):
         with kube._lock:
             obj = kube.objects.get((plural, ns, name))
             if obj is None:
-                return self._fail(404, "NotFound", f'{plural} "{name}" not found')
+                group = SERVED[plural].group
+                self.send_json(404, status_body(404, "NotFound",
+                                                f'{plural}.{group} "{name}" not found',
+                                                {"name": name, "group": group, "kind": plural}))
+                return 404
             change(obj)
             kube._record("MODIFIED", plural, obj)
             out = copy.deepcopy(obj)
@@ -923,9 +927,12 @@ class _Handler(JsonHandler):
 
     def _get(self, plural: str, ns: str, name: str) -> int:
         obj = self.kube.get_object(plural, ns, name)
-        if obj is None:
-            self.send_json(404, status_body(404, "NotFound", f'{plural} "{name}" not found',
-                                             {"name": name, "kind": plural}))
+        if obj is None:  # NewNotFound: "<plural>.<group>" and details.group for a group's kind
+            group = SERVED[plural].group if plural in SERVED else ""
+            what = f"{plural}.{group}" if group else plural
+            self.send_json(404, status_body(404, "NotFound", f'{what} "{name}" not found',
+                                             {"name": name, **({"group": group} if group
+                                                               else {}), "kind": plural}))
             return 404
         self.send_json(200, obj)
         return 200
