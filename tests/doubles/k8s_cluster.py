@@ -214,8 +214,11 @@ class FakeCluster:
 
 
 def _status(code: int, reason: str, message: str, details: dict | None = None) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "details": details or {}, "code": code}
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    if details:  # none for 401 (kube-apiserver v1.36.3)
+        body["details"] = details
+    return body
 
 
 def _forbidden_msg(user, verb, group, resource, namespace, name=""):
