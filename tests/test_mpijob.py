@@ -335,7 +335,7 @@ def test_defaults_fit_the_horovod_image():
     cmd = worker["command"]
     # the image's own Python (its venv is on the image PATH too) starts sshd through
     # kfp_gpu.training.worker_start, a module the image installs
-    venv = re.search(r"^COPY --from=build (\S+) \1$", text, re.MULTILINE).group(1)
+    venv = re.search(r"^COPY --from=\w+ (\S+/venv) \1$", text, re.MULTILINE).group(1)
     assert cmd[:3] == [f"{venv}/bin/python", "-m", "kfp_gpu.training.worker_start"]
     assert importlib.util.find_spec(cmd[2]) is not None
     assert cmd[3:5] == ["/usr/sbin/sshd", "-De"]

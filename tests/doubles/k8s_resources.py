@@ -167,6 +167,11 @@ class ScriptedController:
             Running (MPIJob: Created only; TrainJob: ``jobsStatus`` active, none ready) for
             ``pending_s`` seconds (None: until deleted), with ``pending_events`` (reason,
             message) as Warning Events about that pod; then it runs as usual.
+        grace_s: how long a Launcher pod that the failing Job deletes (restartPolicy
+            OnFailure) stays readable first: kubelet's graceful termination keeps a deleted
+            pod, and its log, until its containers stop (terminationGracePeriodSeconds,
+            30 s by default; k8s.io/api core/v1), so a launcher following the log reads it
+            to the end.
     """
 
     outcome: str | None = "Succeeded"
@@ -179,6 +184,7 @@ class ScriptedController:
     pending: dict | None = None
     pending_s: float | None = None
     pending_events: list[tuple[str, str]] = field(default_factory=list)
+    grace_s: float = 5.0
 
     def run(self, kube: FakeKube, ns: str, name: str) -> None:
         op = OPERATORS[self.plural]
@@ -227,10 +233,10 @@ class ScriptedController:
         ctype, reason, message = op.succeeded if ok else self.failure(kube, ns, name)
         reason, message = self.reason or reason, self.message or message.format(ns=ns,
                                                                                  name=name)
-        if ok or self.plural == "trainjobs" or self._launcher_policy(kube, ns, name) == "Never":
+        deleted_by_job = not (ok or self.plural == "trainjobs"
+                              or self._launcher_policy(kube, ns, name) == "Never")
+        if not deleted_by_job:
             kube.set_pod_phase(ns, pod, "Succeeded" if ok else "Failed")
-        else:  # OnFailure: restarted in place, then deleted by the failing Job
-            kube.delete_pod(ns, pod)
         # the Event the controller records with the condition: on the MPIJob
         # (updateMPIJobStatus / updateMPIJobFailedStatus), on the JobSet for a TrainJob
         # (JobSet v0.12.0 jobset_controller.go; Trainer records none)
@@ -239,6 +245,11 @@ class ScriptedController:
         if self.plural == "trainjobs":
             kube.set_jobs_status(ns, name, active=0, succeeded=int(ok), failed=int(not ok))
         cond(ctype, reason, message, running_false=True)
+        if deleted_by_job:  # OnFailure: restarted in place, deleted by the failing Job,
+            end = time.monotonic() + self.grace_s  # readable while it terminates
+            while time.monotonic() < end and alive():
+                time.sleep(0.02)
+            kube.delete_pod(ns, pod)
 
     @staticmethod
     def _launcher_policy(kube: FakeKube, ns: str, name: str) -> str:
