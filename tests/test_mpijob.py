@@ -53,6 +53,19 @@ def options(**kw) -> MPIJobOptions:
     return MPIJobOptions.from_settings(**base)
 
 
+def every_option(kind: str, rdma: bool, **kw) -> MPIJobOptions:
+    """Options that set every group: the request of ``kind`` (:data:`REQUESTS`), RDMA and
+    NCCL settings, Multus, /dev/shm, Worker CPU/memory, a toleration and a node selector
+    (shared by the MPIJob, TrainJob and real-API-server tests)."""
+    return options(gpu=REQUESTS[kind], rdma=rdma, nccl_ib_hca="mlx5_0,mlx5_1",
+                   nccl_net_gdr_level="PHB", nccl_socket_ifname="eth0",
+                   multus_networks="rdma-net" if rdma else "", shm_size="16Gi",
+                   worker_cpu="8", worker_memory="64Gi",
+                   tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
+                                 "effect": "NoSchedule"}],
+                   node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"}, **kw)
+
+
 def validate_pod_template(template: dict) -> None:
     kubernetes_validate.validate(
         {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
@@ -78,13 +91,7 @@ def test_every_kind_is_covered():
 @pytest.mark.parametrize("kind", list(REQUESTS))
 def test_every_request_kind_validates(kind, rdma):
     req = gpu.parse(REQUESTS[kind])
-    opts = options(gpu=REQUESTS[kind], rdma=rdma, nccl_ib_hca="mlx5_0,mlx5_1",
-                   nccl_net_gdr_level="PHB", nccl_socket_ifname="eth0",
-                   multus_networks="rdma-net" if rdma else "", shm_size="16Gi",
-                   worker_cpu="8", worker_memory="64Gi",
-                   tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
-                                 "effect": "NoSchedule"}],
-                   node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
+    opts = every_option(kind, rdma)
     job = mpijob.build(opts)
     validate_mpijob(job)
     for role in ("Launcher", "Worker"):

@@ -22,7 +22,7 @@ from kfp_gpu.mpi.spec import mpijob, network, ssh, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from kfp_gpu.mpi.spec.volumes import PvcMount
 from tests import upstream_crds
-from tests.test_mpijob import REQUESTS, golden_options, options
+from tests.test_mpijob import REQUESTS, every_option, golden_options, options
 
 RUNTIME = yaml.safe_load((Path(__file__).resolve().parents[1] / "manifests" / "trainer"
                           / "horovod-runtime.yaml").read_text())
@@ -80,13 +80,7 @@ def node(pod: dict) -> dict:
 @pytest.mark.parametrize("rdma", [True, False], ids=["rdma", "no-rdma"])
 @pytest.mark.parametrize("kind", list(REQUESTS))
 def test_every_request_kind_validates_and_matches_the_mpijob(kind, rdma):
-    opts = options(gpu=REQUESTS[kind], rdma=rdma, nccl_ib_hca="mlx5_0,mlx5_1",
-                   nccl_net_gdr_level="PHB", nccl_socket_ifname="eth0",
-                   multus_networks="rdma-net" if rdma else "", shm_size="16Gi",
-                   worker_cpu="8", worker_memory="64Gi",
-                   tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
-                                 "effect": "NoSchedule"}],
-                   node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
+    opts = every_option(kind, rdma)
     job = trainjob.build(opts)
     upstream_crds.validate(job)
     worker = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import controlplane, kube
-from tests.containers.conftest import docker_client, image, in_ci  # noqa: F401 - fixtures
+from tests.containers.conftest import docker_client, image, in_ci, mark_under  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,9 +36,7 @@ def unavailable(reason: str, tier: str = "") -> None:
 
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/cluster carries the ``cluster`` marker."""
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.cluster)
+    mark_under(HERE, pytest.mark.cluster, items)
 
 
 @pytest.fixture(scope="session")

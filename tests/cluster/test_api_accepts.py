@@ -18,7 +18,7 @@ import yaml
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from tests.cluster import modules
 from tests.test_manifests import MANIFESTS, OVERLAYS
-from tests.test_mpijob import REQUESTS, options
+from tests.test_mpijob import REQUESTS, every_option
 
 
 def server_apply(plane, docs: list[dict], ns: str | None = None, dry_run: bool = True):
@@ -32,13 +32,7 @@ def server_apply(plane, docs: list[dict], ns: str | None = None, dry_run: bool =
 
 
 def job_options(ns: str, kind: str, rdma: bool):
-    return options(namespace=ns, gpu=REQUESTS[kind], rdma=rdma, nccl_ib_hca="mlx5_0,mlx5_1",
-                   nccl_net_gdr_level="PHB", nccl_socket_ifname="eth0",
-                   multus_networks="rdma-net" if rdma else "", shm_size="16Gi",
-                   worker_cpu="8", worker_memory="64Gi",
-                   tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
-                                 "effect": "NoSchedule"}],
-                   node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
+    return every_option(kind, rdma, namespace=ns)
 
 
 @pytest.fixture(scope="module")

@@ -39,11 +39,16 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def mark_under(folder: Path, marker, items) -> None:
+    """Give ``marker`` to every collected test whose file is under ``folder``."""
+    for item in items:
+        if folder in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(marker)
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/containers carries the ``container`` marker."""
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.container)
+    mark_under(HERE, pytest.mark.container, items)
 
 
 @pytest.fixture(scope="session")
