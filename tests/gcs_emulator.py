@@ -39,7 +39,11 @@ def running(bucket: str = "kfp-gpu-test"):
         yield bucket
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # e.g. SIGTERM ignored by the parent's parent
+            proc.kill()
+            proc.wait(timeout=10)
         if old is None:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 
 import pytest
 import yaml
@@ -21,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kfp_gpu.cluster.doctor import Needs, build_report, gather
 from kfp_gpu.cluster.doctor.rbac import LAUNCHER_PERMISSIONS
 from kfp_gpu.kube import api_client
-from tests.cluster import jobs
+from tests.cluster import jobs, kube
 from tests.test_manifests import MANIFESTS
 
 SA = "kfp-gpu-launcher"
@@ -97,6 +98,11 @@ def test_a_missing_verb_fails_and_doctor_names_it(plane, api, namespace, tmp_pat
     run.start()
     _, error = run.outcome()
     assert isinstance(error, ApiException) and error.status == 403, error
+    if when != "retry":  # (the first attempt's follower is still at work there)
+        # no log follower left polling after an API error (one was, before)
+        kube.wait_for(lambda: not any(t.name == "launcher-log" and t.is_alive()
+                                      for t in threading.enumerate()), 10,
+                      "the launcher-log thread to stop")
     message = json.loads(error.body)["message"]
     assert f'cannot {verb} resource "{resource}"' in message, message
     assert f"system:serviceaccount:{namespace}:{SA}" in message

@@ -233,6 +233,8 @@ class Launcher:
         self.start_logs()
         try:
             final = self.wait()
+        except cancel.CancelSignal:
+            raise  # launch() deletes the job first, then stops the logs
         except MPIJobFailed as e:
             if isinstance(e, PendingTimeout):
                 log.error("%s %s/%s did not start: %s: %s; deleting it", self.backend.kind,
@@ -240,6 +242,11 @@ class Launcher:
                 self.delete()
             raise type(e)(e.name, e.reason, e.message, self.stop_logs(), self.events(),
                           kind=self.backend.kind) from None
+        except BaseException:
+            # any other error (a 403, an API that went away): no thread left polling
+            if self.logs:
+                self.logs.abort()
+            raise
         return final, self.stop_logs(), reattached
 
 
