@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent
-
-# Tests of SIGTERM handling (the launcher's cancel, interrupts, emulators stopped with
-# terminate()) need SIGTERM's default disposition; a runner started by a shell that
-# ignores it (a background job of some shells and tools) would hand SIG_IGN down to every
-# process the tests start.
-if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def data_dir() -> Path:

@@ -173,6 +173,14 @@ def test_cancel_in_process_raises_launch_cancelled(plane, api, namespace, tmp_pa
     lx = Launcher(api_client(str(plane.kubeconfig)), backoff=jobs.FAST)
     lx.create_or_attach(job, tmp_path / "record.json")
     jobs.launcher_pod(api, namespace, name)
-    err = lx.cancel()
+    # cancel() ignores further SIGTERMs in the main thread (a launcher process exits right
+    # after it); give pytest's disposition back, or every later test and child inherits
+    # SIG_IGN (seen in CI: the launcher's SIGTERM test, the GCS emulator's terminate())
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        err = lx.cancel()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert signal.getsignal(signal.SIGTERM) is previous
     assert isinstance(err, LaunchCancelled) and name in str(err)
     kube.wait_for(lambda: jobs.mpijob(api, namespace, name) is None, 60, "MPIJob gone")
