@@ -76,6 +76,11 @@ def launcher_pod(api, ns: str, name: str, timeout: float = 90, backend=backends.
                          f"launcher pod of {ns}/{name}")
 
 
+def worker_pods(api, ns: str, name: str) -> list:
+    """The MPIJob's Worker pods (mpi-operator's job-name / job-role=worker labels)."""
+    return kube.pods(api, ns, f"{crd.JOB_NAME_LABEL}={name},{crd.JOB_ROLE_LABEL}=worker")
+
+
 def end_launcher(api, ns: str, name: str, outcome: str, after: str = "1s",
                  backend=backends.MPIJOB) -> None:
     """Tell kwok to end the Launcher pod: ``succeed`` (exit 0) or ``fail`` (exit 1).

@@ -91,26 +91,28 @@ def wait_healthy(plane, process: str, addr: str, timeout: float = 90) -> None:
     raise RuntimeError(f"{process} not ready on {addr} in {timeout:.0f} s")
 
 
-def _write(plane, name: str, doc: dict) -> Path:
-    p = plane.dir / f"{name}.yaml"
-    p.write_text(yaml.safe_dump(doc))
-    return p
+def start_manager(plane, name: str, binary: Path, health: str, config: dict,
+                  extra_env: dict[str, str] | None = None) -> None:
+    """A controller-runtime manager out of cluster: ``config`` (its Configuration, with
+    leader election and metrics off and the health probe on ``health`` added) written to
+    <plane>/<name>-config.yaml, the process started with ``--config``, waited for healthy."""
+    conf = plane.dir / f"{name}-config.yaml"
+    conf.write_text(yaml.safe_dump({**config, "leaderElection": {"leaderElect": False},
+                                    "health": {"healthProbeBindAddress": health},
+                                    "metrics": {"bindAddress": "0"}}))
+    plane.start_process(name, [str(binary), f"--config={conf}"], extra_env=extra_env)
+    wait_healthy(plane, name, health)
 
 
 def start_jobset(plane) -> None:
     """JobSet's CRD, the manager on 127.0.0.1:9444, its webhooks."""
     cert_dir, ca = certs(plane)
     plane.apply(modules.crds("jobset"))
-    conf = _write(plane, "jobset-config", {
+    start_manager(plane, "jobset", plane.bins["jobset"] / "jobset", JOBSET_HEALTH, {
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
         "internalCertManagement": {"enable": False},
         "webhook": {"port": JOBSET_WEBHOOK_PORT, "host": "127.0.0.1",
-                    "certDir": str(cert_dir)},
-        "leaderElection": {"leaderElect": False},
-        "health": {"healthProbeBindAddress": JOBSET_HEALTH},
-        "metrics": {"bindAddress": "0"}})
-    plane.start_process("jobset", [str(plane.bins["jobset"] / "jobset"), f"--config={conf}"])
-    wait_healthy(plane, "jobset", JOBSET_HEALTH)
+                    "certDir": str(cert_dir)}})
     hooks = modules.module_docs("jobset", "config/components/webhook/manifests.yaml")
     plane.apply(local_webhooks(hooks, JOBSET_WEBHOOK_PORT, ca, "jobset", pod_selector={
         "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name",
@@ -121,17 +123,13 @@ def start_trainer(plane) -> None:
     """Trainer's CRDs, the manager on 127.0.0.1:9443, its webhooks (JobSet first)."""
     cert_dir, ca = certs(plane)
     plane.apply(modules.crds("trainer"))
-    conf = _write(plane, "trainer-config", {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1", "kind": "Configuration",
-        "certManagement": {"enable": False},
-        "webhook": {"port": TRAINER_WEBHOOK_PORT, "host": "127.0.0.1"},
-        "leaderElection": {"leaderElect": False},
-        "health": {"healthProbeBindAddress": TRAINER_HEALTH},
-        "metrics": {"bindAddress": "0"}})
     env_tmp = cert_dir.parent.parent  # $TMPDIR/k8s-webhook-server/serving-certs
-    plane.start_process("trainer", [str(plane.bins["trainer"] / "trainer-controller-manager"),
-                                    f"--config={conf}"], extra_env={"TMPDIR": str(env_tmp)})
-    wait_healthy(plane, "trainer", TRAINER_HEALTH)
+    start_manager(plane, "trainer", plane.bins["trainer"] / "trainer-controller-manager",
+                  TRAINER_HEALTH, {
+                      "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+                      "kind": "Configuration", "certManagement": {"enable": False},
+                      "webhook": {"port": TRAINER_WEBHOOK_PORT, "host": "127.0.0.1"}},
+                  extra_env={"TMPDIR": str(env_tmp)})
     hooks = modules.module_docs("trainer", "manifests/base/webhook/manifests.yaml")
     plane.apply(local_webhooks(hooks, TRAINER_WEBHOOK_PORT, ca, "trainer"))
 

@@ -94,9 +94,7 @@ def template(api, ns: str, name: str) -> dict | None:
     return kube.get_custom(api, "resource.k8s.io", "v1", ns, "resourceclaimtemplates", name)
 
 
-def worker_pods(api, ns: str, name: str) -> list:
-    return kube.pods(api, ns, f"training.kubeflow.org/job-name={name},"
-                               "training.kubeflow.org/job-role=worker")
+worker_pods = jobs.worker_pods
 
 
 def test_mig_claims_are_allocated_reserved_and_the_workers_run(plane, api, namespace,

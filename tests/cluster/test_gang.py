@@ -44,8 +44,7 @@ def test_podgroup_min_member_is_what_we_derive(plane, api, namespace, tmp_path,
     assert expected["creatable_before_launcher"] >= expected["minMember"]
     pod = jobs.launcher_pod(api, namespace, name)
     assert pod.spec.scheduler_name == GANG_SCHEDULER
-    workers = kube.pods(api, namespace, f"training.kubeflow.org/job-name={name},"
-                                        "training.kubeflow.org/job-role=worker")
+    workers = jobs.worker_pods(api, namespace, name)
     assert len(workers) == 3
     assert {p.spec.scheduler_name for p in workers} == {GANG_SCHEDULER}
     assert all(p.spec.node_name for p in workers)  # the second profile placed them
