@@ -845,6 +845,44 @@ def test_log_cursor_dedupes_by_timestamp_not_by_count():
     assert c.admit("no timestamp here") == "no timestamp here"
 
 
+def test_a_job_that_ends_while_its_pod_is_listed_still_shows_its_log(kube):
+    """The race CI met (a job done in 50 ms): the follower lists the launcher pods while the
+    pod is still Pending, the job ends and stop() is called before the follower looks at the
+    answer. It must take one more look and stream the pod, so each line reaches the sink
+    (the user's terminal) once, not only the returned tail."""
+    from kubernetes import client
+
+    from kfp_gpu.mpi.launch.logs import LauncherLogs
+
+    labels = {"training.kubeflow.org/job-name": "j", "training.kubeflow.org/job-role":
+              "launcher"}
+    kube.create_pod("ml", "j-launcher", labels, owner="j", container="launcher")
+    listed, answer = threading.Event(), threading.Event()
+    sunk: list[str] = []
+    logs = LauncherLogs(client.CoreV1Api(kube.api_client()), "ml", "j", sink=sunk.append,
+                        poll_s=0.01)
+    real_pods = logs._pods
+
+    def pods_with_a_slow_answer():
+        got = real_pods()
+        if not listed.is_set():  # the first list: Pending, so no pod; the job ends now
+            listed.set()
+            answer.wait(10)
+        return got
+
+    logs._pods = pods_with_a_slow_answer
+    logs.start()
+    assert listed.wait(10)
+    kube.append_log("ml", "j-launcher", "epoch 1 done")
+    kube.set_pod_phase("ml", "j-launcher", "Succeeded")
+    stopper, out = in_thread(logs.stop, 10.0)
+    wait_for(lambda: logs._finished.is_set(), what="stop() to mark the job finished")
+    answer.set()
+    stopper.join(15)
+    assert out["result"] == ["epoch 1 done"]
+    assert sunk == ["epoch 1 done"]
+
+
 # ------------------------------------------------- issue 21 item 4: Kueue (suspended job)
 def test_a_job_queued_in_kueue_waits_suspended_past_the_pending_timeout(kube, tmp_path, caplog):
     """Kueue holds the MPIJob suspended (runPolicy.suspend) until it has quota; the launcher

@@ -130,7 +130,9 @@ class LauncherLogs:
                 text = self.core.read_namespaced_pod_log(
                     pods[-1]["metadata"]["name"], self.namespace, container=self.container,
                     tail_lines=self.tail.maxlen, _request_timeout=30)
-                self.tail.extend(text.splitlines())
+                for line in text.splitlines():  # never streamed: the user sees them now
+                    self.tail.append(line)
+                    self.sink(line)
 
     def events(self) -> list[str]:
         """``type reason: message`` of the Events about the MPIJob (best effort)."""
@@ -183,10 +185,13 @@ class LauncherLogs:
         finished: set[str] = set()
         while not self._done.is_set():
             pname = None
+            # read before listing: a job that ends between the list and this check
+            # (its pod still Pending or absent when listed) gets one more look
+            finishing = self._finished.is_set()
             try:
                 pods = [p for p in self._pods() if p["metadata"]["name"] not in finished]
                 if not pods:
-                    if self._finished.is_set():
+                    if finishing:
                         return
                     self._done.wait(self.poll_s)
                     continue
