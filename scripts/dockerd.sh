@@ -15,6 +15,11 @@
 # they are. (Never "bridge": "none": dockerd then DELETES docker0, moby
 # daemon/daemon_unix.go removeDefaultBridgeInterface.) Its containers reach neither each
 # other across bridges nor the outside; builds use --network host.
+# KFP_GPU_DOCKERD_DATA_ROOT=PATH: keep images and the build cache in PATH instead of
+# DIR/data, so that a second start finds the layers of the first (.ci/run uses it, keyed
+# by the base image's recipe: a warm CI machine rebuilds only the changed layers). One
+# engine per PATH at a time (PATH/engine.pid): while another dockerd uses PATH, a start
+# falls back to DIR/data and says so. stop leaves PATH in place.
 # Logs: DIR/dockerd.log.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,6 +28,19 @@ start() {
   command -v dockerd >/dev/null || { echo "dockerd not found (apt-get install docker.io)" >&2; exit 1; }
   local dir
   dir="$(mktemp -d /tmp/kfp-gpu-dockerd.XXXXXX)"
+  local data_root="${KFP_GPU_DOCKERD_DATA_ROOT:-}"
+  if [ -n "$data_root" ]; then
+    mkdir -p "$data_root"
+    data_root="$(cd "$data_root" && pwd)"
+    local other
+    other="$(cat "$data_root/engine.pid" 2>/dev/null || true)"
+    if [ -n "$other" ] && [ "$(cat "/proc/$other/comm" 2>/dev/null)" = dockerd ]; then
+      echo "$data_root is in use by dockerd $other: this engine keeps its data in $dir/data" >&2
+      data_root=""
+    else
+      echo "$data_root" > "$dir/data-root"
+    fi
+  fi
   if [ "${KFP_GPU_DOCKERD_SHARED_HOST:-0}" = 1 ]; then
     local br="kgd${dir##*.}"
     ip link add name "$br" type bridge
@@ -34,13 +52,17 @@ start() {
   else
     sed "s|@DIR@|$dir|g" "$here/dockerd.json" > "$dir/daemon.json"
   fi
+  if [ -n "$data_root" ]; then
+    sed -i "s|\"data-root\": \"[^\"]*\"|\"data-root\": \"$data_root\"|" "$dir/daemon.json"
+  fi
   # setsid: the engine outlives this script, and a Ctrl-C in the caller's terminal does
   # not reach it; it is stopped by its pid only.
   setsid dockerd --config-file "$dir/daemon.json" > "$dir/dockerd.log" 2>&1 < /dev/null &
   local sock="unix://$dir/docker.sock" i
   for i in $(seq 1 120); do
     if DOCKER_HOST="$sock" docker version >/dev/null 2>&1; then
-      echo "dockerd up in $((i / 2)) s: pid $(cat "$dir/docker.pid"), folder $dir" >&2
+      [ -z "$data_root" ] || cp "$dir/docker.pid" "$data_root/engine.pid"
+      echo "dockerd up in $((i / 2)) s: pid $(cat "$dir/docker.pid"), folder $dir${data_root:+, data $data_root}" >&2
       echo "export DOCKER_HOST=$sock"
       return 0
     fi
@@ -77,7 +99,10 @@ stop() {
     echo "dockerd $pid stopped" >&2
   fi
   # Mounts the engine left (overlay layers, netns, shm) before removing the folder.
-  { grep -o " $dir/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do
+  local roots=("$dir")
+  [ ! -f "$dir/data-root" ] || roots+=("$(cat "$dir/data-root")")
+  { for r in "${roots[@]}"; do grep -o " $r/[^ ]*" /proc/self/mounts || true; done; } \
+    | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || true
   done
   if [ -f "$dir/bridge" ]; then ip link delete "$(cat "$dir/bridge")" type bridge || true; fi
