@@ -32,6 +32,7 @@ pids of the ones it started and stops them on ``delete cluster``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -340,21 +341,38 @@ def tier_of(dir: Path) -> int:
     return int(f.read_text()) if f.exists() else 1
 
 
-def down(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> None:
-    """Stop the operators (by pid), delete the kwokctl cluster (its processes, by the pids
-    kwokctl recorded) and remove ``dir``. Safe to call twice."""
+def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
+    """Stop the operators (by pid), delete the kwokctl cluster(s) in ``dir`` (``name``, by
+    default each one under ``dir/kwok/clusters``: the test fixture names its cluster
+    ``kfp-gpu-<random>``) and remove ``dir``. A cluster process kwokctl did not stop is
+    killed by the pid kwokctl recorded (``clusters/<name>/pids/*.pid``). Safe to call twice."""
     dir = Path(dir)
-    plane = Plane(dir, name)
+    plane = Plane(dir)
     for f in sorted((dir / "pids").glob("*.pid")) if (dir / "pids").exists() else []:
         plane.stop_process(f.stem)
     try:
         plane.bins = binaries(("k8s", "kwok"))
     except Unavailable:
         plane.bins = {}
-    if "kwok" in plane.bins and plane.workdir.exists():
-        subprocess.run([str(plane.bins["kwok"] / "kwokctl"), "delete", "cluster", "--name",
-                        name], env=plane.env(), capture_output=True, timeout=120, check=False)
+    clusters = plane.workdir / "clusters"
+    names = [name] if name else sorted(p.name for p in clusters.iterdir()) \
+        if clusters.is_dir() else []
+    for cluster in names:
+        if "kwok" in plane.bins:
+            subprocess.run([str(plane.bins["kwok"] / "kwokctl"), "delete", "cluster", "--name",
+                            cluster], env=plane.env(), capture_output=True, timeout=120,
+                           check=False)
+        for f in (clusters / cluster / "pids").glob("*.pid"):
+            _kill_recorded(f, clusters / cluster)
     subprocess.run(["rm", "-rf", str(dir)], check=False)
+
+
+def _kill_recorded(pidfile: Path, home: Path) -> None:
+    """SIGKILL the process in ``pidfile`` if it still runs a binary under ``home``."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(pidfile.read_text().strip())
+        if Path(os.readlink(f"/proc/{pid}/exe")).is_relative_to(home):
+            os.kill(pid, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
