@@ -345,7 +345,8 @@ def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
     """Stop the operators (by pid), delete the kwokctl cluster(s) in ``dir`` (``name``, by
     default each one under ``dir/kwok/clusters``: the test fixture names its cluster
     ``kfp-gpu-<random>``) and remove ``dir``. A cluster process kwokctl did not stop is
-    killed by the pid kwokctl recorded (``clusters/<name>/pids/*.pid``). Safe to call twice."""
+    killed by the pid kwokctl recorded (``clusters/<name>/pids/<component>.pid``, kwok
+    v0.8.0 pkg/kwokctl/runtime/exec.go). Safe to call twice."""
     dir = Path(dir)
     plane = Plane(dir)
     for f in sorted((dir / "pids").glob("*.pid")) if (dir / "pids").exists() else []:
@@ -355,8 +356,10 @@ def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
     except Unavailable:
         plane.bins = {}
     clusters = plane.workdir / "clusters"
-    names = [name] if name else sorted(p.name for p in clusters.iterdir()) \
-        if clusters.is_dir() else []
+    if name:
+        names = [name]
+    else:
+        names = sorted(p.name for p in clusters.iterdir()) if clusters.is_dir() else []
     for cluster in names:
         if "kwok" in plane.bins:
             subprocess.run([str(plane.bins["kwok"] / "kwokctl"), "delete", "cluster", "--name",
