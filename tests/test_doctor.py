@@ -19,7 +19,13 @@ from typer.testing import CliRunner
 from kfp_gpu import gpu
 from kfp_gpu.cli import doctor as doctor_cli
 from kfp_gpu.cluster import doctor
-from tests.doubles.k8s_cluster import FakeCluster, kai_queue_crd, mpijob_crd, recorded_nodes
+from tests.doubles.k8s_cluster import (
+    FakeCluster,
+    kai_queue_crd,
+    kai_scheduler_deployment,
+    mpijob_crd,
+    recorded_nodes,
+)
 from tests.doubles.kfp_api import FakeKfp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,7 +216,9 @@ def test_403_namespaced_user(tmp_path, rbac_objects):
 
 
 def test_kai_crd_present_makes_fractions_schedulable(tmp_path):
-    with FakeCluster(crds={"queues.scheduling.run.ai": kai_queue_crd()}) as c:
+    with FakeCluster(crds={"queues.scheduling.run.ai": kai_queue_crd()},
+                     deployments=[kai_scheduler_deployment()],
+                     kai_queues=["default-queue"]) as c:
         res = run(c, tmp_path, "--gpu", "fraction:0.25")
         assert res.exit_code == 0, res.output
     with FakeCluster() as c:

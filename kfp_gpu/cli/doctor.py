@@ -74,7 +74,7 @@ def doctor_command(
         doctor.read_kfp(facts, **kfp)  # the KFP check is shown even without a cluster
     else:
         facts = doctor.gather(api, namespace=namespace,
-                              service_account=service_account or None, **kfp)
+                              service_account=service_account or None, needs=needs, **kfp)
     report = doctor.build_report(facts, needs)
     typer.echo(report.render())
     if facts.unreachable or (facts.kfp is not None and not facts.kfp.reachable):

@@ -31,6 +31,10 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
 - ``GET /apis/resource.k8s.io/v1/deviceclasses`` and ``.../resourceslices``
   (cluster-scoped lists): :attr:`FakeCluster.dra` (e.g. tests/doubles/nvidia_dra.py); 404
   when it is None (DRA not served). Needs ``list`` on them (resource.k8s.io).
+- ``GET /apis/apps/v1/deployments`` (all namespaces, ``fieldSelector=metadata.name=X``):
+  :attr:`FakeCluster.deployments`; ``GET /apis/scheduling.run.ai/v2/queues/<name>``: a KAI
+  Queue of :attr:`FakeCluster.kai_queues` or ``404``. Need ``list deployments`` (apps) /
+  ``get queues`` (scheduling.run.ai).
 - ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: allowed for every
   authenticated user (the ``system:basic-user`` ClusterRole); answers for the effective
   (possibly impersonated) user with ``status.allowed`` and, when allowed, a ``reason``
@@ -58,7 +62,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tests.doubles.http import JsonHandler, LoopbackServer
 
@@ -68,6 +72,8 @@ RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 NAMESPACE_PREFIX = "/api/v1/namespaces/"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 DRA_PREFIX = "/apis/resource.k8s.io/v1/"
+DEPLOYMENTS_PATH = "/apis/apps/v1/deployments"
+KAI_QUEUE_PREFIX = "/apis/scheduling.run.ai/v2/queues/"
 
 
 def recorded_nodes() -> list[dict]:
@@ -123,6 +129,15 @@ def kai_queue_crd() -> dict:
                      "versions": [{"name": "v2", "served": True, "storage": True}]}}
 
 
+def kai_scheduler_deployment(ready: int = 1, namespace: str = "kai-scheduler") -> dict:
+    """The KAI scheduler's Deployment (``kai-scheduler-default``, the chart's default shard:
+    KAI-Scheduler pkg/operator/operands/scheduler/resources_for_shard.go ``DeploymentName``),
+    metadata and ``status.readyReplicas`` only."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "kai-scheduler-default", "namespace": namespace},
+            "status": {"replicas": 1, "readyReplicas": ready}}
+
+
 ADMIN_RULES = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
 
 
@@ -144,6 +159,11 @@ class FakeCluster:
     #: resource.k8s.io/v1 objects by plural (``deviceclasses``, ``resourceslices``); None:
     #: the API is not served (every path under it is 404).
     dra: dict | None = None
+    #: apps/v1 Deployments (``GET /apis/apps/v1/deployments``, ``fieldSelector=metadata.name=X``)
+    #: and KAI Queue names (``GET /apis/scheduling.run.ai/v2/queues/<name>``, served while the
+    #: CRD ``queues.scheduling.run.ai`` is in :attr:`crds`).
+    deployments: list = field(default_factory=list)
+    kai_queues: list = field(default_factory=list)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Self:
@@ -352,6 +372,28 @@ class _Handler(JsonHandler):
                                      "kind": "ClusterTrainingRuntimeList",
                                      "metadata": {"resourceVersion": "4712"},
                                      "items": copy.deepcopy(c.runtimes)})
+            return
+        if path == DEPLOYMENTS_PATH:
+            if self._check(who, "list", "apps", "deployments"):
+                query = dict(q.split("=", 1) for q in urlsplit(self.path).query.split("&")
+                             if "=" in q)
+                want = unquote(query.get("fieldSelector", "")).removeprefix("metadata.name=")
+                self.send_json(200, {"apiVersion": "apps/v1", "kind": "DeploymentList",
+                                     "metadata": {"resourceVersion": "4714"},
+                                     "items": [copy.deepcopy(d) for d in c.deployments
+                                               if not want or d["metadata"]["name"] == want]})
+            return
+        if path.startswith(KAI_QUEUE_PREFIX) and "queues.scheduling.run.ai" in c.crds:
+            name = path[len(KAI_QUEUE_PREFIX):]
+            if not self._check(who, "get", "scheduling.run.ai", "queues", "", name):
+                return
+            if name not in c.kai_queues:
+                self.send_json(404, _status(404, "NotFound", f'queues.scheduling.run.ai "{name}" '
+                                        "not found", {"name": name, "group": "scheduling.run.ai",
+                                                      "kind": "queues"}))
+                return
+            self.send_json(200, {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+                                 "metadata": {"name": name}, "spec": {}})
             return
         plural = path[len(DRA_PREFIX):] if path.startswith(DRA_PREFIX) else ""
         if c.dra is not None and plural in ("deviceclasses", "resourceslices"):

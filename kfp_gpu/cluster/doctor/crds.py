@@ -42,9 +42,10 @@ def crds_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
                                 f"Operator to {MPI_OPERATOR_RELEASE}")
     req = needs.request
     kai = facts.crds.get(KAI_QUEUE_CRD)
-    if req is not None and req.kind in ("fraction", "gpu-memory") and kai is not None \
-            and not kai.present:
-        rep.problems.append(f"'{req.to_text()}' needs the KAI Scheduler / Run:ai (CRD "
+    if needs.kai and kai is not None and not kai.present:
+        what = f"'{req.to_text()}'" if req is not None else "the pipeline's pod annotations " \
+            + ", ".join(f"{k}={v}" for k, v in sorted(needs.annotations.items()))
+        rep.problems.append(f"{what} needs the KAI Scheduler / Run:ai (CRD "
                             f"{KAI_QUEUE_CRD} {kai.error or 'not found'}); without it the "
                             "pod gets no GPU at all")
 

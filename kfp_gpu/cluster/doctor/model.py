@@ -179,6 +179,8 @@ class ClusterFacts:
     operators: OperatorFacts = field(default_factory=OperatorFacts)
     #: Kueue's LocalQueue CRD and the namespace's LocalQueues (:mod:`.kueue`); None = unread.
     kueue: KueueFacts | None = None
+    #: The KAI Scheduler's Deployments and queues (:mod:`.kai`); None = unread.
+    kai: KaiFacts | None = None
 
     @property
     def unreachable(self) -> bool:
@@ -219,6 +221,45 @@ class Needs:
     kfp_min: list[tuple[tuple[int, int, int], str]] = field(default_factory=list)
     runtime_image: str = ""
     kueue_queues: tuple[str, ...] = ()
+    #: Pod annotations / labels / tolerations the GPU pods carry (the request's
+    #: ``pod_fragment``, or the compiled platform spec's ``podMetadata`` and ``tolerations``).
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict] = field(default_factory=list)
+
+    @property
+    def kai(self) -> bool:
+        """The pods need the KAI Scheduler: a ``fraction`` / ``gpu-memory`` request, or its
+        pod annotation (``gpu-fraction`` / ``gpu-memory``) in the compiled platform spec."""
+        kinds = ("fraction", "gpu-memory")
+        return (self.request is not None and self.request.kind in kinds) or any(
+            a in self.annotations for a in (gpu.FRACTION_ANNOTATION, gpu.MEMORY_ANNOTATION))
+
+    def kai_queue(self) -> str:
+        """The KAI queue the pods land in: their ``kai.scheduler/queue`` label (or the
+        request's own queue label), else KAI's ``default-queue`` (NVIDIA/KAI-Scheduler
+        pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go
+        ``CalcPodGroupQueue``; plugins/constants/constants.go ``DefaultQueueName``)."""
+        label = self.request.queue.label if self.request is not None else \
+            gpu.DEFAULT_QUEUE_LABEL
+        return self.labels.get(label) or self.labels.get(gpu.DEFAULT_QUEUE_LABEL) or \
+            KAI_DEFAULT_QUEUE
+
+
+#: KAI's queue for pods without a queue label (see :meth:`Needs.kai_queue`).
+KAI_DEFAULT_QUEUE = "default-queue"
+
+
+@dataclass
+class KaiFacts:
+    """What doctor saw of the KAI Scheduler (:mod:`.kai`): ``deployments``: ``(namespace,
+    name, ready replicas)`` of the scheduler Deployments; ``queues``: queue name -> present
+    (None = the GET failed); ``read``: the Deployment list answered; ``error``: why not."""
+
+    deployments: list[tuple[str, str, int]] = field(default_factory=list)
+    queues: dict[str, bool | None] = field(default_factory=dict)
+    read: bool = False
+    error: str = ""
 
 
 @dataclass

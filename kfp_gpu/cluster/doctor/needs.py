@@ -17,7 +17,9 @@ def needs_from_request(request: gpu.GpuRequest, *, mpi: bool = False,
     res = {k: int(float(v)) for k, v in frag["resources"]["limits"].items()
            if k not in (gpu.HAMI_MEM_RESOURCE, gpu.HAMI_CORES_RESOURCE)}
     return Needs(request=request, resources=res, node_selector=dict(frag["nodeSelector"]),
-                 mpi=mpi, source=source or f"--gpu {request.to_text()}")
+                 mpi=mpi, source=source or f"--gpu {request.to_text()}",
+                 annotations=dict(frag["annotations"]), labels=dict(frag["labels"]),
+                 tolerations=list(frag["tolerations"]))
 
 
 #: Components that create an MPIJob (their ``--function_to_execute``).
@@ -71,7 +73,9 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
     """Needs of a compiled KFP pipeline (IR YAML loaded as dict).
 
     The accelerator (``resources.accelerator.resourceType`` / ``resourceCount``) of each
-    executor and the node selectors of the Kubernetes platform spec give the needs; an
+    executor and the Kubernetes platform spec (:func:`platform_needs`: node selectors,
+    tolerations, pod annotations such as KAI's ``gpu-fraction``, labels such as its queue)
+    give the needs; an
     executor of an MPIJob component (``MPIJOB_COMPONENTS``) or on the kfp-gpu launcher
     image means an MPIJob. ``request`` (``--gpu``)
     replaces the pipeline's own GPU settings, as ``kfp-gpu compile --gpu`` would; without
@@ -102,12 +106,32 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
         count = int(text) if text.isdigit() else 1  # a parameter: at least one
         if rtype and count:
             resources[rtype] = max(resources.get(rtype, 0), count)
-    selector: dict[str, str] = {}
-    for d in docs[1:]:
-        k8s = (d.get("platforms") or {}).get("kubernetes", {})
+    platform = platform_needs(docs[1:])
+    return Needs(resources=resources, node_selector=platform["node_selector"], mpi=mpi,
+                 source=source, kfp_min=kfp_min, runtime_image=runtime_image,
+                 kueue_queues=compiled_kueue_queues(pipeline),
+                 annotations=platform["annotations"], labels=platform["labels"],
+                 tolerations=platform["tolerations"])
+
+
+def platform_needs(platform_docs: list[dict]) -> dict:
+    """What the Kubernetes platform spec of a compiled pipeline puts on the pods, merged over
+    its executors (kfp-kubernetes 2.17 ``kubernetes_executor_config.proto``: ``podMetadata``
+    ``annotations`` / ``labels``, ``tolerations``, ``nodeSelector.labels``): ``{"annotations",
+    "labels", "node_selector": name -> value, "tolerations": [dict]}``. A task with
+    ``taskConfigPassthroughs`` hands these to its component (the MPIJob Workers get them,
+    components/train_resnet_horovod/run_training.py ``worker_settings``), so they are
+    needs either way. Values given by a pipeline parameter (``...FromParameter``) are not
+    known here and are left out."""
+    out: dict = {"annotations": {}, "labels": {}, "node_selector": {}, "tolerations": []}
+    for d in platform_docs:
+        k8s = ((d or {}).get("platforms") or {}).get("kubernetes", {})
         for e in (k8s.get("deploymentSpec", {}).get("executors") or {}).values():
-            ns = e.get("nodeSelector") or {}
-            selector.update(ns.get("labels") or {})
-    return Needs(resources=resources, node_selector=selector, mpi=mpi, source=source,
-                 kfp_min=kfp_min, runtime_image=runtime_image,
-                 kueue_queues=compiled_kueue_queues(pipeline))
+            meta = e.get("podMetadata") or {}
+            out["annotations"].update(meta.get("annotations") or {})
+            out["labels"].update(meta.get("labels") or {})
+            out["node_selector"].update((e.get("nodeSelector") or {}).get("labels") or {})
+            for tol in e.get("tolerations") or []:
+                if tol not in out["tolerations"]:
+                    out["tolerations"].append(dict(tol))
+    return out

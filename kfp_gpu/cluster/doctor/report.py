@@ -12,7 +12,8 @@ Two halves, kept apart:
 Each subject has its own module (after KFP's ``diagnose_me``): :mod:`.nodes` (GPU/RDMA
 nodes, GFD labels, HAMi, where the request fits), :mod:`.crds` (MPI Operator, KAI),
 :mod:`.backends` (MPIJob or TrainJob: Trainer + JobSet CRDs, the kfp-gpu-horovod runtime),
-:mod:`.operators` (a live MPI Operator: its leader-election Lease),
+:mod:`.operators` (a live MPI Operator: its leader-election Lease), :mod:`.kai` (the KAI
+Scheduler's Deployment and the queue GPU-share pods land in),
 :mod:`.rbac` (the launcher's permissions), :mod:`.podsecurity` (the namespace's Pod Security
 levels against RDMA's ``IPC_LOCK``), :mod:`.dra` (Dynamic Resource Allocation: the API,
 NVIDIA's DeviceClasses and ResourceSlices), :mod:`.kueue` (the LocalQueues a pipeline's
@@ -48,6 +49,7 @@ from kfp_gpu.cluster import kfp_api
 from kfp_gpu.cluster.doctor.backends import backends_section, read_runtimes
 from kfp_gpu.cluster.doctor.crds import crds_section, read_crds
 from kfp_gpu.cluster.doctor.dra import dra_section, read_dra
+from kfp_gpu.cluster.doctor.kai import kai_section, read_kai
 from kfp_gpu.cluster.doctor.kueue import kueue_section, read_kueue
 from kfp_gpu.cluster.doctor.model import (
     DEFAULT_NAMESPACE,
@@ -88,6 +90,7 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
     nodes_section(rep, facts, needs)
     crds_section(rep, facts, needs)
     operators_section(rep, facts, needs)
+    kai_section(rep, facts, needs)
     backends_section(rep, facts, needs, needs.runtime_image or None)
     kfp_section(rep, facts, needs)
     access_section(rep, facts, needs)
@@ -101,8 +104,9 @@ def build_report(facts: ClusterFacts, needs: Needs | None = None) -> Report:
 def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
            service_account: str | None = DEFAULT_SERVICE_ACCOUNT,
            kfp_host: str | None = None, kfp_token: str | None = None,
-           kfp_ca_cert: str | None = None, kfp_verify: bool = True) -> ClusterFacts:
-    """Read the cluster: nodes, CRDs, DRA (resource.k8s.io/v1 DeviceClasses and NVIDIA's
+           kfp_ca_cert: str | None = None, kfp_verify: bool = True,
+           needs: Needs | None = None) -> ClusterFacts:
+    """Read the cluster: nodes, CRDs, the KAI Scheduler when ``needs`` asks for it, DRA (resource.k8s.io/v1 DeviceClasses and NVIDIA's
     ResourceSlices), access reviews, the namespace's Pod Security labels, KFP healthz.
     Never raises on API errors.
 
@@ -116,6 +120,7 @@ def gather(api_client, *, namespace: str = DEFAULT_NAMESPACE,
         return facts
     read_crds(api_client, facts)
     read_operators(api_client, facts)
+    read_kai(api_client, facts, needs)
     read_dra(api_client, facts)
     read_runtimes(api_client, facts)
     read_access(api_client, facts, service_account)
