@@ -77,4 +77,8 @@ def evaluate_classifier(
              training_report_path=training_report.path if training_report else None,
              training_logs_path=training_logs.path if training_logs else None,
              vocabulary_path=vocabulary.path if vocabulary else None)
+    from kfp_gpu import task_outputs  # one record line for `kfp-gpu submit --wait`
+
+    task_outputs.emit({"metrics": metrics, "classification_metrics": classification_metrics,
+                       "report": report, "html_report": html_report}, {"passed": passed})
     return passed

@@ -85,3 +85,7 @@ def train_text_classifier(
         metrics.log_metric(f"epoch_{i}_seconds", float(sec))
     model.metadata.update({"framework": "keras", "file": t.MODEL_FILE,
                            "device": result["device"]})
+    from kfp_gpu import task_outputs  # one record line for `kfp-gpu submit --wait`
+
+    task_outputs.emit({"model": model, "metrics": metrics, "report": report,
+                       "tensorboard": tensorboard})

@@ -4,14 +4,23 @@ Talks to the KFP v2beta1 REST API through the kfp client (``kfp.Client``):
 
 1. health check (``GET /apis/v2beta1/healthz``) so that a wrong host or a refused token
    fails fast with the reason;
-2. the pipeline: created if no pipeline has that display name, and a pipeline version
-   named after the git commit (``$GITHUB_SHA`` / ``$CI_COMMIT_SHA`` / ``git rev-parse``) or
-   the package version, uploaded only if the pipeline has no version of that name yet
-   (idempotent: re-running the same commit reuses the version);
-3. the experiment (created if missing) and a run of that version;
+2. the pipeline: created if no pipeline has that display name; the pipeline version is
+   named after its content: ``<commit>-<hash>`` (:func:`default_version_name`: the git
+   commit -- ``$GITHUB_SHA`` / ``$CI_COMMIT_SHA`` / ``git rev-parse`` -- or ``v<package
+   version>``, then the first 10 hex digits of the SHA-256 of the YAML text uploaded), or
+   ``--version``. A version of that name is reused only when its content is the same (the
+   hash kept in its description, else its ``pipeline_spec``); other content under that name
+   is refused (:class:`VersionClash`) unless ``replace`` deletes it and uploads anew;
+3. the experiment (created if missing) and a run of that version; ``no_cache`` uploads the
+   spec with every task's ``cachingOptions.enableCache`` false (what kfp's
+   ``enable_caching=False`` does, :mod:`kfp.client.client` ``_override_caching_options``,
+   but in every DAG and in the version itself: kfp 2.17's ``run_pipeline`` drops
+   ``enable_caching`` for a run of a pipeline version);
 4. with ``--wait``: polls the run, prints each state change, and exits 0 on
-   ``SUCCEEDED``, 1 on ``FAILED`` / ``CANCELED`` / ``SKIPPED`` / timeout, with the reason
-   (the run's error and its failed tasks).
+   ``SUCCEEDED`` (printing each component task's output URIs and metrics), 1 on ``FAILED``
+   / ``CANCELED`` / ``SKIPPED`` / timeout, with one line per failed component task and its
+   error, read from the task pod's log (:mod:`kfp_gpu.cluster.run_report`); 2 when every
+   failed task refused its input.
 
 Authentication: a bearer token (:func:`kfp_gpu.cluster.kfp_api.kfp_token`). TLS:
 ``--ssl-ca-cert`` or ``--insecure-skip-tls-verify``. The command line is
@@ -23,26 +32,39 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kfp_gpu import __version__
 from kfp_gpu.build import compile as build_compile
 from kfp_gpu.build import params as pipeline_params
-from kfp_gpu.cluster import kfp_api
+from kfp_gpu.cluster import kfp_api, run_report
 
 
 class KfpUnreachable(ConnectionError):
     """No answer from the KFP API at all (the CLI exits 3)."""
 
 
+class VersionClash(ValueError):
+    """A pipeline version of that name holds other content (the CLI exits 2)."""
+
+
 TERMINAL_STATES = {"SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "ERROR"}
 
 
-def default_version_name() -> str:
-    """Version name: the git commit (CI variables first, then ``git``), else ``v<version>``."""
+def default_version_name(digest: str | None = None) -> str:
+    """Version name: the git commit (CI variables first, then ``git``), else ``v<version>``;
+    with ``digest`` (:func:`kfp_api.content_hash`) followed by ``-`` and its first
+    :data:`kfp_api.HASH_DIGITS` hex digits, so that a recompiled pipeline gets a new
+    version even at the same commit."""
+    base = _source_name()
+    return f"{base}-{digest[:kfp_api.HASH_DIGITS]}" if digest else base
+
+
+def _source_name() -> str:
     for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION"):
         sha = os.environ.get(var, "").strip()
         if sha:
@@ -69,6 +91,10 @@ class Outcome:
     state: str
     code: int
     reason: str = ""
+    #: The last ``get_run`` body (with --wait), for :mod:`kfp_gpu.cluster.run_report`.
+    run: object = None
+    #: What the run did: one line per failed component task, or the outputs.
+    lines: list[str] = field(default_factory=list)
 
 
 def _filter(name: str) -> str:
@@ -78,10 +104,26 @@ def _filter(name: str) -> str:
 
 def ensure_pipeline_version(client, path: Path, pipeline_name: str, version_name: str,
                             echo: Callable[[str], None] = print,
-                            namespace: str | None = None) -> tuple[str, str]:
+                            namespace: str | None = None, *, docs: list | None = None,
+                            digest: str | None = None,
+                            replace: bool = False) -> tuple[str, str]:
     """Create the pipeline if missing and the named version if missing: (pipeline_id,
-    version_id). Re-running with the same names uploads nothing. ``namespace``: the
-    pipeline is namespaced there (multi-user KFP); None = a shared pipeline."""
+    version_id). ``namespace``: the pipeline is namespaced there (multi-user KFP); None =
+    a shared pipeline. ``docs`` / ``digest``: the YAML documents of ``path`` and
+    :func:`kfp_api.content_hash` of its text (read from ``path`` when not given).
+
+    A version of that name with the same content (:func:`kfp_api.same_content`) is reused; with
+    other content it is deleted and uploaded anew when ``replace``, else refused.
+
+    Raises:
+        VersionClash: the name is taken by other content and ``replace`` is False.
+        RuntimeError: several pipelines have that display name.
+    """
+    if docs is None or digest is None:
+        import yaml
+
+        text = Path(path).read_text(encoding="utf-8")
+        docs, digest = list(yaml.safe_load_all(text)), kfp_api.content_hash(text)
     found = client.list_pipelines(filter=_filter(pipeline_name), page_size=2,
                                   namespace=namespace).pipelines or []
     if len(found) > 1:
@@ -95,26 +137,30 @@ def ensure_pipeline_version(client, path: Path, pipeline_name: str, version_name
         echo(f"created pipeline {pipeline_name} ({pipeline_id})")
     versions = client.list_pipeline_versions(pipeline_id, filter=_filter(version_name),
                                              page_size=2).pipeline_versions or []
+    short = digest[:kfp_api.HASH_DIGITS]
     if versions:
-        echo(f"pipeline version {version_name} already uploaded, reusing it")
-        return pipeline_id, versions[0].pipeline_version_id
-    v = client.upload_pipeline_version(str(path), version_name, pipeline_id=pipeline_id)
-    echo(f"uploaded pipeline version {version_name} ({v.pipeline_version_id})")
+        existing = versions[0]
+        same = kfp_api.same_content(existing, docs, digest)
+        if same is None:  # a list without specs: ask for the version itself
+            existing = client.get_pipeline_version(pipeline_id, existing.pipeline_version_id)
+            same = kfp_api.same_content(existing, docs, digest)
+        if same:
+            echo(f"pipeline version {version_name} already uploaded with the same content "
+                 f"(sha256 {short}), reusing it")
+            return pipeline_id, existing.pipeline_version_id
+        if not replace:
+            raise VersionClash(
+                f"pipeline version {version_name} of {pipeline_name} holds other content "
+                f"than this upload (sha256 {short}); give another --version, "
+                "or --replace to delete that version and upload this one")
+        client.delete_pipeline_version(pipeline_id, existing.pipeline_version_id)
+        echo(f"deleted pipeline version {version_name} ({existing.pipeline_version_id}): "
+             "other content, --replace")
+    v = client.upload_pipeline_version(
+        str(path), version_name, pipeline_id=pipeline_id,
+        description=f"kfp-gpu {__version__}; {kfp_api.CONTENT_MARK}{digest}")
+    echo(f"uploaded pipeline version {version_name} ({v.pipeline_version_id}, sha256 {short})")
     return pipeline_id, v.pipeline_version_id
-
-
-def _failure_reason(run) -> str:
-    parts = []
-    err = getattr(run, "error", None)
-    if err is not None and getattr(err, "message", None):
-        parts.append(err.message)
-    details = getattr(run, "run_details", None)
-    for t in (getattr(details, "task_details", None) or []):
-        if str(getattr(t, "state", "")) in ("FAILED", "ERROR"):
-            terr = getattr(t, "error", None)
-            msg = getattr(terr, "message", "") if terr is not None else ""
-            parts.append(f"task {t.display_name} failed" + (f": {msg}" if msg else ""))
-    return "; ".join(parts) or "no reason given by the API"
 
 
 def wait_for_run(client, run_id: str, url: str, timeout: float, poll: float,
@@ -130,19 +176,21 @@ def wait_for_run(client, run_id: str, url: str, timeout: float, poll: float,
         elapsed = clock() - start
         if state != last:
             done = ""
-            tasks = getattr(getattr(run, "run_details", None), "task_details", None) or []
-            if tasks:
-                finished = sum(str(t.state) in TERMINAL_STATES for t in tasks)
+            rows = run_report.task_details(run)
+            pods = [p for r in rows for p in r["pods"]]
+            tasks = [r for r in rows if not run_report.is_internal(r["name"], pods)]
+            if tasks:  # component tasks only, not Argo/KFP's own nodes
+                finished = sum(r["state"] in TERMINAL_STATES for r in tasks)
                 done = f" ({finished}/{len(tasks)} tasks finished)"
             echo(f"[{elapsed:7.1f}s] {state}{done}")
             last = state
         if state == "SUCCEEDED":
-            return Outcome(run_id, url, state, 0)
+            return Outcome(run_id, url, state, 0, run=run)
         if state in TERMINAL_STATES:
-            return Outcome(run_id, url, state, 1, _failure_reason(run))
+            return Outcome(run_id, url, state, 1, run=run)
         if elapsed >= timeout:
             return Outcome(run_id, url, state, 1,
-                           f"timed out after {timeout:g}s with the run still {state}")
+                           f"timed out after {timeout:g}s with the run still {state}", run=run)
         sleep(min(poll, max(0.0, timeout - elapsed)) or poll)
 
 
@@ -185,28 +233,46 @@ def arguments(name: str, spec: dict, params: list[str] | None) -> dict:
     return args
 
 
-def submit(pipeline: str, host: str, *, namespace: str | None = None,
-           experiment: str = "kfp-gpu", params: list[str] | None = None,
-           version: str | None = None, service_account: str | None = None,
-           wait: bool = False, timeout: float = 3600, poll: float = 10,
-           ssl_ca_cert: str | None = None, insecure_skip_tls_verify: bool = False,
-           ui_host: str | None = None, token: str | None = None,
-           echo: Callable[[str], None] = print) -> Outcome:
-    """Upload (idempotently) and run ``pipeline`` on the KFP at ``host``.
+def log_reader(kubeconfig: str | None = None, context: str | None = None,
+               namespace: str | None = None) -> tuple[run_report.LogReader | None, str]:
+    """``(reader, why)``: a :func:`kfp_gpu.cluster.run_report.kube_log_reader` when a
+    kubeconfig is at hand (``kubeconfig`` / ``$KUBECONFIG`` / ``~/.kube/config`` with
+    ``context``, or the in-cluster service account; :func:`kfp_gpu.kube.api_client`), else
+    None and why. The task pods' namespace: ``namespace`` (``--namespace``), else the
+    kubeconfig context's, else ``kubeflow`` (KFP's single-user namespace)."""
+    from kfp_gpu import kube
 
-    Raises:
-        ValueError: bad pipeline reference or parameters (before anything is uploaded).
-        KfpUnreachable: no answer from the KFP API (healthz).
-        RuntimeError: the KFP API refused or failed a call (message has status and body),
-            or its backend (healthz tag_name) is older than the pipeline needs.
-    """
-    path, name, spec = load_spec(pipeline)
-    args = arguments(name, spec, params)
-    version = version or default_version_name()
-    token = token if token is not None else kfp_api.kfp_token()
-    host = host.rstrip("/")
+    try:
+        api = kube.api_client(kubeconfig, context)
+    except RuntimeError:
+        return None, "no kubeconfig to read the task logs"
+    ns = namespace or run_report.kube_namespace(kubeconfig, context) or "kubeflow"
+    return run_report.kube_log_reader(api, ns), ""
 
-    health = kfp_api.kfp_health(host, token, ssl_ca_cert, not insecure_skip_tls_verify)
+
+def report(outcome: Outcome, docs: list | None,
+           read_log: run_report.LogReader | None, why: str = "") -> Outcome:
+    """``outcome`` with :attr:`Outcome.lines` (and its exit status) from its last run body:
+    the failed component tasks of a FAILED run (:func:`run_report.failure_report`: status 2
+    when every one refused its input) or the outputs of a SUCCEEDED one
+    (:func:`run_report.outputs_report`). Other states are left as they are."""
+    if outcome.run is None:
+        return outcome
+    if outcome.state == "FAILED":
+        rep = run_report.failure_report(outcome.run, docs, read_log, outcome.url, why)
+        outcome.lines, outcome.code = rep.lines, rep.code
+    elif outcome.state == "SUCCEEDED":
+        outcome.lines = run_report.outputs_report(outcome.run, docs, read_log, outcome.url,
+                                                  why).lines
+    return outcome
+
+
+def _check_backend(host: str, token: str | None, ssl_ca_cert: str | None, insecure: bool,
+                   name: str, spec: dict, namespace: str | None,
+                   echo: Callable[[str], None]) -> None:
+    """healthz: reachable (else :class:`KfpUnreachable`), new enough for ``spec`` (else
+    RuntimeError), and a namespace given for a multi-user KFP (else ValueError)."""
+    health = kfp_api.kfp_health(host, token, ssl_ca_cert, not insecure)
     if not health.reachable:
         raise KfpUnreachable(f"the KFP API at {host} does not answer: {health.detail}")
     if not health.ok:
@@ -220,6 +286,51 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
         raise ValueError(f"the KFP at {host} is multi-user: give --namespace (your profile "
                          "namespace)")
 
+
+
+def submit(pipeline: str, host: str, *, namespace: str | None = None,
+           experiment: str = "kfp-gpu", params: list[str] | None = None,
+           version: str | None = None, service_account: str | None = None,
+           wait: bool = False, timeout: float = 3600, poll: float = 10,
+           ssl_ca_cert: str | None = None, insecure_skip_tls_verify: bool = False,
+           ui_host: str | None = None, token: str | None = None,
+           replace: bool = False, no_cache: bool = False,
+           kubeconfig: str | None = None, context: str | None = None,
+           read_log: run_report.LogReader | None = None,
+           echo: Callable[[str], None] = print) -> Outcome:
+    """Upload (a version named after its content) and run ``pipeline`` on the KFP at
+    ``host``; with ``wait``, tell what the run did.
+
+    ``replace``: a version of that name with other content is deleted and uploaded anew
+    (else :class:`VersionClash`). ``no_cache``: every task's caching off in the uploaded
+    spec (:func:`kfp_api.uncached`). ``read_log``: how task logs are read after the run
+    (``(run_id, node_id) -> text``); None = :func:`log_reader` of ``kubeconfig`` /
+    ``context``.
+
+    Raises:
+        ValueError: bad pipeline reference or parameters (before anything is uploaded);
+            :class:`VersionClash`.
+        KfpUnreachable: no answer from the KFP API (healthz).
+        RuntimeError: the KFP API refused or failed a call (message has status and body),
+            or its backend (healthz tag_name) is older than the pipeline needs.
+    """
+    import yaml
+
+    path, name, spec = load_spec(pipeline)
+    args = arguments(name, spec, params)
+    text = Path(path).read_text(encoding="utf-8")
+    docs = list(yaml.safe_load_all(text))
+    if no_cache:
+        docs = kfp_api.uncached(docs)
+        text = yaml.safe_dump_all(docs, sort_keys=False)
+    digest = kfp_api.content_hash(text)
+    version = version or default_version_name(digest)
+    token = token if token is not None else kfp_api.kfp_token()
+    host = host.rstrip("/")
+
+    _check_backend(host, token, ssl_ca_cert, insecure_skip_tls_verify, name, spec, namespace,
+                   echo)
+
     # kfp_server_api comes with kfp: imported when the API is called.
     import kfp_server_api
 
@@ -228,18 +339,29 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
                                 insecure_skip_tls_verify=insecure_skip_tls_verify,
                                 ui_host=ui_host)
     try:
-        pipeline_id, version_id = ensure_pipeline_version(client, path, name, version, echo,
-                                                          namespace)
+        with tempfile.TemporaryDirectory(prefix="kfp-gpu-submit-") as tmp:
+            upload = Path(path)
+            if no_cache:  # the uncached spec, under the pipeline file's name
+                upload = Path(tmp) / Path(path).name
+                upload.write_text(text, encoding="utf-8")
+            pipeline_id, version_id = ensure_pipeline_version(
+                client, upload, name, version, echo, namespace, docs=docs, digest=digest,
+                replace=replace)
         exp = client.create_experiment(experiment, namespace=namespace)
         run_name = f"{name} {version} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         run = client.run_pipeline(exp.experiment_id, run_name, params=args,
                                   pipeline_id=pipeline_id, version_id=version_id,
                                   service_account=service_account)
-        url = f"{(ui_host or host).rstrip('/')}/#/runs/details/{run.run_id}"
-        echo(f"run {run.run_id} started: {url}")
+        url = run_report.ui_link(ui_host or host, run.run_id)
+        echo(f"run {run.run_id} started" + (" (task caching off)" if no_cache else "")
+             + f": {url}")
         if not wait:
             return Outcome(run.run_id, url, str(run.state or "PENDING"), 0)
-        return wait_for_run(client, run.run_id, url, timeout, poll, echo)
+        outcome = wait_for_run(client, run.run_id, url, timeout, poll, echo)
     except kfp_server_api.ApiException as e:
         body = (e.body or "").strip() if isinstance(e.body, str) else e.body
         raise RuntimeError(f"KFP API error: HTTP {e.status} {e.reason}: {body}") from None
+    why = ""
+    if read_log is None and outcome.state in ("FAILED", "SUCCEEDED"):
+        read_log, why = log_reader(kubeconfig, context, namespace)
+    return report(outcome, docs, read_log, why)
