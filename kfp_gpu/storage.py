@@ -1,7 +1,25 @@
-"""Storage I/O: local paths and ``gs://`` URIs, with atomic writes.
+"""Storage I/O: local paths, ``gs://`` and ``s3://`` URIs, with atomic writes.
 
 ``gs://`` goes through google-cloud-storage; its client honours
 ``STORAGE_EMULATOR_HOST`` (used by the tests with the ``gcp-storage-emulator`` server).
+
+``s3://`` (AWS S3 and S3-compatible stores: MinIO, SeaweedFS, the artifact store of an
+on-prem KFP) goes through fsspec's ``s3fs`` (aiobotocore over botocore), configured only
+by the standard AWS environment variables, as botocore reads them:
+
+- ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL``: the endpoint, e.g.
+  ``http://minio-service.kubeflow:9000`` (botocore ``configprovider.py``
+  ``EndpointConfigProvider``: the service-specific variable first, then the global one;
+  ``args.py`` ``_compute_configured_endpoint_url`` uses it when the client is given no
+  ``endpoint_url``, which s3fs passes only when set, ``s3fs/core.py`` ``set_session``).
+- ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (and ``AWS_SESSION_TOKEN``):
+  botocore ``credentials.py`` ``EnvProvider``.
+- ``AWS_DEFAULT_REGION``: botocore ``configprovider.py`` (``region``). botocore itself
+  reads ``AWS_REGION`` only on AWS compute (``resolve_auto_mode``), so :func:`s3_region`
+  passes ``AWS_REGION`` as the region when ``AWS_DEFAULT_REGION`` is unset.
+
+``kfp-gpu compile --secret-env SECRET`` puts these variables on every task from a
+Kubernetes Secret (:mod:`kfp_gpu.build.task_settings`).
 """
 
 from __future__ import annotations
@@ -14,11 +32,34 @@ from collections.abc import Iterator
 from pathlib import Path
 
 GCS_SCHEME = "gs://"
+S3_SCHEME = "s3://"
+#: The object-store schemes this module reads and writes besides local paths.
+REMOTE_SCHEMES = (GCS_SCHEME, S3_SCHEME)
 
 
 def is_gcs(uri: str) -> bool:
     """True for ``gs://bucket/object`` URIs."""
     return uri.startswith(GCS_SCHEME)
+
+
+def is_s3(uri: str) -> bool:
+    """True for ``s3://bucket/key`` URIs."""
+    return uri.startswith(S3_SCHEME)
+
+
+def is_remote(uri: str) -> bool:
+    """True for a URI of an object store this module handles (``gs://`` or ``s3://``),
+    False for a local (or mounted PVC) path."""
+    return uri.startswith(REMOTE_SCHEMES)
+
+
+def _split(uri: str, scheme: str) -> tuple[str, str]:
+    if not uri.startswith(scheme):
+        raise ValueError(f"not a {scheme} URI: {uri!r}")
+    bucket, _, name = uri[len(scheme):].partition("/")
+    if not bucket or not name:
+        raise ValueError(f"{scheme} URI needs a bucket and an object name: {uri!r}")
+    return bucket, name
 
 
 def split_gcs(uri: str) -> tuple[str, str]:
@@ -27,12 +68,16 @@ def split_gcs(uri: str) -> tuple[str, str]:
     Raises:
         ValueError: if ``uri`` is not a ``gs://bucket/object`` URI.
     """
-    if not is_gcs(uri):
-        raise ValueError(f"not a gs:// URI: {uri!r}")
-    bucket, _, name = uri[len(GCS_SCHEME):].partition("/")
-    if not bucket or not name:
-        raise ValueError(f"gs:// URI needs a bucket and an object name: {uri!r}")
-    return bucket, name
+    return _split(uri, GCS_SCHEME)
+
+
+def split_s3(uri: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``.
+
+    Raises:
+        ValueError: if ``uri`` is not an ``s3://bucket/key`` URI.
+    """
+    return _split(uri, S3_SCHEME)
 
 
 def _client():
@@ -45,42 +90,113 @@ def _client():
     return storage.Client()
 
 
-@contextlib.contextmanager
-def local_copy(uri: str) -> Iterator[Path]:
-    """Yield a local path holding the content of ``uri`` (a local path or ``gs://``).
+def s3_region(environ=None) -> str | None:
+    """The region to give the S3 client: None when ``AWS_DEFAULT_REGION`` is set (botocore
+    reads it itself) or neither is set; else ``AWS_REGION`` (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    if env.get("AWS_DEFAULT_REGION"):
+        return None
+    return env.get("AWS_REGION") or None
 
-    A ``gs://`` object is downloaded to a temporary file that is removed afterwards;
-    the file keeps the object's suffix (``.csv.gz``, ``.parquet``) so readers can sniff it.
+
+def _s3():
+    """A fresh ``s3fs.S3FileSystem`` (no fsspec instance cache: the environment, e.g. the
+    endpoint, is read again on each call)."""
+    import s3fs
+
+    region = s3_region()
+    return s3fs.S3FileSystem(skip_instance_cache=True,
+                             client_kwargs={"region_name": region} if region else {})
+
+
+def _s3_path(uri: str) -> str:
+    bucket, key = split_s3(uri)
+    return f"{bucket}/{key}"
+
+
+def exists(uri: str) -> bool:
+    """True when ``uri`` names an existing file or folder: a local path, a ``gs://``
+    object or prefix with objects under it, an ``s3://`` key or prefix with keys under it.
 
     Raises:
-        FileNotFoundError: if the local file or the GCS object does not exist.
+        ValueError: a ``gs://``/``s3://`` URI without a bucket and an object name.
+        botocore.exceptions.EndpointConnectionError: the S3 endpoint is unreachable.
     """
-    if not is_gcs(uri):
+    if is_s3(uri):
+        try:  # info(), not exists(): exists() answers False for an unreachable endpoint
+            _s3().info(_s3_path(uri.rstrip("/")))
+        except FileNotFoundError:
+            return False
+        return True
+    if is_gcs(uri):
+        bucket, name = split_gcs(uri.rstrip("/"))
+        client = _client()
+        if client.bucket(bucket).blob(name).exists():
+            return True
+        return any(True for _ in client.list_blobs(bucket, prefix=name + "/", max_results=1))
+    return Path(uri).expanduser().exists()
+
+
+@contextlib.contextmanager
+def local_copy(uri: str) -> Iterator[Path]:
+    """Yield a local path holding the content of ``uri`` (a local path, ``gs://`` or
+    ``s3://``).
+
+    A ``gs://``/``s3://`` object is downloaded to a temporary file that is removed
+    afterwards; the file keeps the object's suffix (``.csv.gz``, ``.parquet``) so readers
+    can sniff it.
+
+    Raises:
+        FileNotFoundError: if the local file or the object does not exist.
+    """
+    if not is_remote(uri):
         path = Path(uri).expanduser()
         if not path.exists():
             raise FileNotFoundError(f"input not found: {uri}")
         yield path
         return
-    from google.api_core import exceptions as gexc
-
-    bucket, name = split_gcs(uri)
+    bucket, name = split_s3(uri) if is_s3(uri) else split_gcs(uri)
     suffix = "".join(Path(name).suffixes)
     with tempfile.TemporaryDirectory(prefix="kfp-gpu-") as tmp:
         dest = Path(tmp) / f"object{suffix}"
-        try:
-            _client().bucket(bucket).blob(name).download_to_filename(str(dest))
-        except gexc.NotFound as e:
-            raise FileNotFoundError(f"input not found: {uri}") from e
+        if is_s3(uri):
+            fs = _s3()
+            # s3fs raises FileNotFoundError for a missing key, but get_file of a "folder"
+            # (a prefix) quietly makes a local directory: refuse anything but an object.
+            # info(), not isfile(): isfile() answers False for an unreachable endpoint too.
+            try:
+                if fs.info(_s3_path(uri)).get("type") != "file":
+                    raise FileNotFoundError(_s3_path(uri))
+                fs.get_file(_s3_path(uri), str(dest))
+            except FileNotFoundError as e:
+                raise FileNotFoundError(f"input not found: {uri}") from e
+        else:
+            from google.api_core import exceptions as gexc
+
+            try:
+                _client().bucket(bucket).blob(name).download_to_filename(str(dest))
+            except gexc.NotFound as e:
+                raise FileNotFoundError(f"input not found: {uri}") from e
         yield dest
 
 
+def _files(local: Path) -> list[Path]:
+    return [local] if local.is_file() else sorted(p for p in local.rglob("*") if p.is_file())
+
+
 def upload(local: str | os.PathLike, uri: str) -> None:
-    """Copy a local file, or a directory tree, to ``uri`` (a local path or ``gs://``).
+    """Copy a local file, or a directory tree, to ``uri`` (a local path, ``gs://`` or
+    ``s3://``). A directory becomes objects ``<uri>/<relative path>``.
 
     Local destinations are written atomically (temporary sibling, then rename).
+
+    Raises:
+        FileNotFoundError: ``local`` does not exist.
     """
     local = Path(local)
-    if not is_gcs(uri):
+    if not local.exists():
+        raise FileNotFoundError(f"nothing to upload: {local} does not exist")
+    if not is_remote(uri):
         if local.is_dir():
             with atomic_dir(uri) as tmp:
                 shutil.copytree(local, tmp, dirs_exist_ok=True)
@@ -88,10 +204,16 @@ def upload(local: str | os.PathLike, uri: str) -> None:
             with atomic_file(uri) as tmp:
                 shutil.copyfile(local, tmp)
         return
+    if is_s3(uri):
+        split_s3(uri)  # a bucket and a key, as for gs://
+        fs, prefix = _s3(), _s3_path(uri)
+        for f in _files(local):
+            name = prefix if local.is_file() else f"{prefix.rstrip('/')}/{f.relative_to(local).as_posix()}"
+            fs.put_file(str(f), name)
+        return
     bucket_name, prefix = split_gcs(uri)
     bucket = _client().bucket(bucket_name)
-    files = [local] if local.is_file() else sorted(p for p in local.rglob("*") if p.is_file())
-    for f in files:
+    for f in _files(local):
         name = prefix if local.is_file() else f"{prefix.rstrip('/')}/{f.relative_to(local).as_posix()}"
         bucket.blob(name).upload_from_filename(str(f))
 
@@ -150,7 +272,8 @@ def download_dir(source: str, dest: str | os.PathLike) -> list[str]:
 
     Args:
         source: ``gs://bucket/prefix`` (google-cloud-storage; honours
-            ``STORAGE_EMULATOR_HOST``) or a local/shared-PVC directory path.
+            ``STORAGE_EMULATOR_HOST``), ``s3://bucket/prefix`` (s3fs; the AWS variables of
+            the module docstring) or a local/shared-PVC directory path.
         dest: local directory (e.g. a KFP ``Model`` artifact's ``.path``); written atomically.
 
     Returns:
@@ -159,12 +282,14 @@ def download_dir(source: str, dest: str | os.PathLike) -> list[str]:
     Raises:
         FileNotFoundError: nothing at ``source``.
     """
-    if not is_gcs(source):
+    if not is_remote(source):
         src = Path(source)
         if not src.is_dir():
             raise FileNotFoundError(f"model directory not found: {source}")
         upload(src, str(dest))
         return sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file())
+    if is_s3(source):
+        return _download_s3_dir(source, dest)
     bucket_name, prefix = split_gcs(source.rstrip("/"))
     client = _client()
     blobs = [b for b in client.list_blobs(bucket_name, prefix=prefix.rstrip("/") + "/")
@@ -178,5 +303,23 @@ def download_dir(source: str, dest: str | os.PathLike) -> list[str]:
             target = Path(tmp) / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             b.download_to_filename(str(target))
+            names.append(rel)
+    return sorted(names)
+
+
+def _download_s3_dir(source: str, dest: str | os.PathLike) -> list[str]:
+    """:func:`download_dir` for ``s3://`` (every key under ``<source>/``)."""
+    fs = _s3()
+    prefix = _s3_path(source.rstrip("/")).rstrip("/") + "/"
+    keys = [k for k in fs.find(prefix) if not k.endswith("/")]
+    if not keys:
+        raise FileNotFoundError(f"model not found: {source}")
+    names = []
+    with atomic_dir(dest) as tmp:
+        for key in keys:
+            rel = key[len(prefix):]
+            target = Path(tmp) / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(key, str(target))
             names.append(rel)
     return sorted(names)

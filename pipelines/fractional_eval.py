@@ -18,6 +18,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Model
 
+from kfp_gpu.build import task_settings
 from kfp_gpu.build.parameters import check_signature, declare, documented, integer, number, text
 from kfp_gpu.components.combine_shards.component import combine_shards
 from kfp_gpu.components.evaluate_shard.component import evaluate_shard
@@ -40,12 +41,22 @@ def _check_model(model_uri: str) -> None:
 #: (kfp_gpu.build.parameters.check_local_files).
 LOCAL_CHECKS = {"model_uri": _check_model}
 
+#: Each container task's default CPU/memory (display name -> Resources); `kfp-gpu compile
+#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.build.task_settings).
+TASK_RESOURCES = {
+    "plan-shards": task_settings.Resources(cpu_limit="1", memory_limit="1G"),
+    "evaluate-shard": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
+    "combine-shards": task_settings.Resources(cpu_limit="1", memory_limit="2G"),
+}
+
 #: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters);
 #: the ranges are components/shared/shards.py's and evaluate.py's checks made early.
 PARAMETERS = declare(
-    text("model_uri", "the Keras model to evaluate (folder or gs:// URI)", required=True,
+    text("model_uri", "the Keras model to evaluate (folder or gs:// / s3:// / minio:// URI)",
+         required=True,
          path_keywords=()),
-    text("test_data_uri", "the test Dataset (a kfp-gpu Dataset folder or gs:// URI)",
+    text("test_data_uri", "the test Dataset (a kfp-gpu Dataset folder or gs:// / s3:// / "
+         "minio:// URI)",
          required=True, path_keywords=()),
     integer("num_shards", "shards (parallel tasks) the test set is cut into", 1),
     integer("batch_size", "prediction batch per step", 1),
@@ -68,12 +79,15 @@ class EvalOutputs(NamedTuple):
     passed: bool
 
 
-def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
+def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS,
+          settings: task_settings.TaskSettings | None = None):
     """The ``fractional-eval`` pipeline function.
 
     Args:
         gpu: GPU request of every shard task (kfp_gpu.gpu text); default ``fraction:1/K``.
         shards: default of the ``num_shards`` parameter (K) and of the fraction.
+        settings: credentials, volumes and CPU/memory overrides for every container task
+            (:mod:`kfp_gpu.build.task_settings`; the importers run in KFP's driver).
 
     Raises:
         ValueError: invalid GPU request or shards < 1 (before compilation).
@@ -90,20 +104,22 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS):
         batch_size: int = 256,
         accuracy_threshold: float = 0.8,
     ) -> EvalOutputs:
+        # No display name on an importer: KFP 2.17's importer records its execution under
+        # the display name, consumers look the task key up (kfp_gpu.build.ir_checks).
         model = dsl.importer(artifact_uri=model_uri, artifact_class=Model, reimport=False)
-        model.set_display_name("import-model")
         data = dsl.importer(artifact_uri=test_data_uri, artifact_class=Dataset, reimport=False)
-        data.set_display_name("import-test-data")
         plan = plan_shards(test_data=data.output, num_shards=num_shards)
-        plan.set_display_name("plan-shards").set_cpu_limit("1").set_memory_limit("1G")
+        task_settings.apply(plan, "plan-shards", settings, TASK_RESOURCES["plan-shards"])
         with dsl.ParallelFor(plan.output) as index:
             shard = evaluate_shard(model=model.output, test_data=data.output, shard_index=index,
                                    num_shards=num_shards, batch_size=batch_size)
-            shard.set_display_name("evaluate-shard").set_cpu_limit("2").set_memory_limit("4G")
+            task_settings.apply(shard, "evaluate-shard", settings,
+                                TASK_RESOURCES["evaluate-shard"])
             request.apply_to_task(shard)
         combined = combine_shards(shard_predictions=dsl.Collected(shard.outputs["predictions"]),
                                   test_data=data.output, accuracy_threshold=accuracy_threshold)
-        combined.set_display_name("combine-shards").set_cpu_limit("1").set_memory_limit("2G")
+        task_settings.apply(combined, "combine-shards", settings,
+                            TASK_RESOURCES["combine-shards"])
         return EvalOutputs(metrics=combined.outputs["metrics"], passed=combined.outputs["Output"])
 
     check_signature(PARAMETERS, fractional_eval)

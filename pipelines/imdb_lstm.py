@@ -9,6 +9,7 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 
 from kfp import dsl
 
+from kfp_gpu.build import task_settings
 from kfp_gpu.build.parameters import (
     check_signature,
     declare,
@@ -21,7 +22,7 @@ from kfp_gpu.build.parameters import (
 from kfp_gpu.components.prep_text.component import prep_text
 from kfp_gpu.components.train_text_classifier.component import train_text_classifier
 from kfp_gpu.gpu import parse
-from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
+from kfp_gpu.pipelines.outputs import EVALUATE_RESOURCES, TrainingOutputs, evaluate_and_collect
 
 NAME = "imdb-lstm"
 DEFAULT_GPU = "gpu:1"
@@ -40,12 +41,32 @@ def _check_source(source: str) -> None:
                                  {"text_column": "review", "label_column": "sentiment"})
 
 
+def _checkpoint_dir(value: str) -> None:
+    """Refuse an ``s3://`` checkpoint_dir: Keras' BackupAndRestore writes through
+    TensorFlow's file systems, and TensorFlow 2.18 has none for s3:// (its S3 file system
+    moved to tensorflow-io, which this image lacks: "File system scheme 's3' not
+    implemented")."""
+    from kfp_gpu import storage
+
+    if storage.is_s3(value):
+        raise ValueError(f"checkpoint_dir {value!r}: TensorFlow has no s3:// file system here; "
+                         "use a folder on a PVC (kfp-gpu compile --pvc CLAIM:/mnt/ckpt) or gs://")
+
+
 #: Checks of local input files `kfp-gpu run --local` makes before any task starts
 #: (kfp_gpu.build.parameters.check_local_files).
 LOCAL_CHECKS = {"source": _check_source}
 #: CPU/memory for the training task: the input pipeline and Python need ~2 cores; the
 #: full 25k x 80 dataset is ~8 MB, the model ~3 M parameters.
 TRAIN_CPU, TRAIN_MEMORY = "4", "8G"
+#: Each task's default CPU/memory (display name -> Resources); `kfp-gpu compile
+#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.build.task_settings).
+TASK_RESOURCES = {
+    "prep-text": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
+    "train-lstm": task_settings.Resources(cpu_request=TRAIN_CPU, memory_request=TRAIN_MEMORY,
+                                          memory_limit=TRAIN_MEMORY),
+    "evaluate": EVALUATE_RESOURCES,
+}
 #: Prediction batch of the evaluation: the 25,000 test reviews in 25 larger batches than
 #: the component's default 256 (fewer steps for the small text model; [1024, 80, 128]
 #: activations = 42 MB).
@@ -56,7 +77,8 @@ EVAL_BATCH_SIZE = 1024
 #: compile time; the ranges are the components' own checks (prep_text/tokens.py,
 #: kfp_gpu/training/text_model.py), made early.
 PARAMETERS = declare(
-    text("source", "reviews: keras:imdb, or a CSV/CSV.gz/Parquet file or gs:// URI",
+    text("source", "reviews: keras:imdb (needs the internet), or a CSV/CSV.gz/Parquet file "
+         "(a PVC path) or gs:// / s3:// URI",
          required=True, path_keywords=("keras:imdb",)),
     integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
     integer("num_words", "vocabulary size incl. padding and out-of-vocabulary tokens", 3),
@@ -70,20 +92,24 @@ PARAMETERS = declare(
     number("learning_rate", "Adam learning rate", 0, low_open=True),
     flag("mixed_precision", "mixed_float16 compute (GPU)"),
     integer("seed", "shuffle/initialisation seed", 0, 2**32 - 1),
-    text("checkpoint_dir", "folder or gs:// URI for resumable checkpoints ('' = none)"),
+    text("checkpoint_dir", "folder (a PVC path) or gs:// URI for resumable checkpoints "
+         "('' = none)", rule=_checkpoint_dir, rule_words="a folder (a PVC path), a gs:// URI "
+         "or '' (TensorFlow writes the checkpoints and reads no s3://)"),
     number("accuracy_threshold", "test accuracy the run must reach to pass", 0, 1),
 )
 
 
-def build(gpu: str = DEFAULT_GPU):
+def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = None):
     """The ``imdb-lstm`` pipeline function with the training task's GPU request ``gpu``.
 
     Args:
         gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:1``, ``mig:1g.10gb``,
             ``fraction:0.5``, ``none``.
+        settings: credentials, volumes and CPU/memory overrides for every task
+            (:mod:`kfp_gpu.build.task_settings`; default: none, :data:`TASK_RESOURCES`).
 
     Raises:
-        ValueError: invalid GPU request (raised here, before compilation).
+        ValueError: invalid GPU request or settings (raised here, before compilation).
     """
     request = parse(gpu)
 
@@ -108,20 +134,19 @@ def build(gpu: str = DEFAULT_GPU):
     ) -> TrainingOutputs:
         prep = prep_text(source=source, max_rows_per_split=max_rows_per_split,
                          num_words=num_words, maxlen=maxlen, seed=seed)
-        prep.set_display_name("prep-text").set_cpu_limit("2").set_memory_limit("4G")
+        task_settings.apply(prep, "prep-text", settings, TASK_RESOURCES["prep-text"])
         train = train_text_classifier(
             train_data=prep.outputs["train_data"], epochs=epochs, batch_size=batch_size,
             embedding_dim=embedding_dim, lstm_units=lstm_units, dropout=dropout,
             learning_rate=learning_rate, mixed_precision=mixed_precision, seed=seed,
             checkpoint_dir=checkpoint_dir)
-        train.set_display_name("train-lstm").set_cpu_request(TRAIN_CPU)
-        train.set_memory_request(TRAIN_MEMORY).set_memory_limit(TRAIN_MEMORY)
+        task_settings.apply(train, "train-lstm", settings, TASK_RESOURCES["train-lstm"])
         request.apply_to_task(train)
         return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold,
                                     training_report=train.outputs["report"],
                                     training_logs=train.outputs["tensorboard"],
                                     vocabulary=prep.outputs["vocabulary"],
-                                    batch_size=EVAL_BATCH_SIZE)
+                                    batch_size=EVAL_BATCH_SIZE, settings=settings)
 
     check_signature(PARAMETERS, imdb_lstm)
     return imdb_lstm

@@ -14,7 +14,7 @@ run time: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow Trainer v2 TrainJo
 
 from kfp import dsl
 
-from kfp_gpu.build import k8s_rules
+from kfp_gpu.build import k8s_rules, task_settings
 from kfp_gpu.build.parameters import (
     check_signature,
     declare,
@@ -27,12 +27,21 @@ from kfp_gpu.build.parameters import (
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
 from kfp_gpu.gpu import parse
-from kfp_gpu.pipelines.outputs import TrainingOutputs, evaluate_and_collect
+from kfp_gpu.pipelines.outputs import EVALUATE_RESOURCES, TrainingOutputs, evaluate_and_collect
 
 NAME = "resnet-horovod"
 DEFAULT_GPU = "gpu:8"
 #: The parameter `kfp-gpu run --local --data-dir DIR` sets: (name, path under DIR).
 LOCAL_DATA = ("source", "fashion-mnist")
+
+#: Each task's default CPU/memory (display name -> Resources); `kfp-gpu compile
+#: --resources TASK=cpu:Q,memory:Q` overrides them. The training task's own pod runs only
+#: the MPIJob client: its CPU/memory (none by default) go to each Worker (passthrough).
+TASK_RESOURCES = {
+    "prep-images": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
+    "train-resnet-horovod": task_settings.Resources(),
+    "evaluate": EVALUATE_RESOURCES,
+}
 
 #: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters).
 #: Checked before any task starts (`run --local`, `submit`) and against the signature at
@@ -42,7 +51,8 @@ LOCAL_DATA = ("source", "fashion-mnist")
 #: kfp_gpu/mpi/spec/backends.py BACKENDS, components/prep_images/prep.py); rdma_resource by
 #: Kubernetes' rule for resource names (a qualified name, kfp_gpu.build.k8s_rules).
 PARAMETERS = declare(
-    text("source", "images: fashion-mnist, synthetic, an IDX folder or .npz file",
+    text("source", "images: fashion-mnist, synthetic, an IDX folder or .npz file (a PVC "
+         "path), or a gs:// / s3:// .npz URI",
          required=True, path_keywords=("fashion-mnist", "synthetic")),
     integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
     text("execution", "where the trainer runs (auto: cluster inside a KFP pod, else local)",
@@ -63,8 +73,8 @@ PARAMETERS = declare(
     integer("width", "small model: first-stage filters", 1),
     flag("mixed_precision", "mixed_float16 compute with loss scaling (GPU)"),
     flag("xla", "XLA-compile the training step"),
-    text("work_dir", "shared folder (PVC path) or gs:// URI the Workers read and write "
-         "('' = derived from the model artifact)"),
+    text("work_dir", "shared folder (PVC path) or gs:// / s3:// URI the Workers read and "
+         "write ('' = derived from the model artifact)"),
     flag("rdma", "request the RDMA device and IPC_LOCK for GPUDirect RDMA"),
     text("rdma_resource", "RDMA extended resource of the Workers (with rdma)", required=True,
          rule=k8s_rules.extended_resource, rule_words="an extended resource name DOMAIN/NAME (a "
@@ -77,15 +87,20 @@ PARAMETERS = declare(
 )
 
 
-def build(gpu: str = DEFAULT_GPU):
+def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = None):
     """The ``resnet-horovod`` pipeline function; ``gpu`` is the request per MPIJob Worker.
 
     Args:
         gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:8``, ``gpu:1``,
             ``mig:3g.40gb``, ``dra:mig=1g.10gb`` (DRA claims on the Workers), ``none``.
+        settings: credentials, volumes and CPU/memory overrides for every task
+            (:mod:`kfp_gpu.build.task_settings`). The training task passes its Secret env,
+            PVCs and CPU/memory through to the MPIJob/TrainJob pods (its
+            ``task_config_passthroughs``): ``--resources train-resnet-horovod=...`` sizes
+            each Worker.
 
     Raises:
-        ValueError: invalid GPU request (raised here, before compilation).
+        ValueError: invalid GPU request or settings (raised here, before compilation).
     """
     request = parse(gpu)
     # DRA: the component writes the Workers' claims itself (kfp_gpu.mpi.spec.claims) from
@@ -124,11 +139,10 @@ def build(gpu: str = DEFAULT_GPU):
         accuracy_threshold: float = 0.8,
     ) -> TrainingOutputs:
         prep = prep_images(source=source, max_rows_per_split=max_rows_per_split, seed=seed)
-        prep.set_display_name("prep-images").set_cpu_limit("2").set_memory_limit("4G")
+        task_settings.apply(prep, "prep-images", settings, TASK_RESOURCES["prep-images"])
         train = train_resnet_horovod(
             train_data=prep.outputs["train_data"], test_data=prep.outputs["test_data"],
-            execution=execution, workers=workers, backend=backend,
-            local_processes=local_processes,
+            execution=execution, workers=workers, backend=backend, local_processes=local_processes,
             epochs=epochs, batch_size=batch_size, steps_per_epoch=steps_per_epoch,
             learning_rate=learning_rate, lr_warmup_steps=lr_warmup_steps,
             optimizer=optimizer, model_name=model_name, blocks=blocks, width=width,
@@ -137,12 +151,14 @@ def build(gpu: str = DEFAULT_GPU):
             nccl_ib_hca=nccl_ib_hca, nccl_socket_ifname=nccl_socket_ifname, seed=seed,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             **worker_gpu)
-        train.set_display_name("train-resnet-horovod")
+        task_settings.apply(train, "train-resnet-horovod", settings,
+                            TASK_RESOURCES["train-resnet-horovod"])
         if request.kind != "dra":
             # Passed through to the MPIJob Workers (task_config), not applied to this pod.
             request.apply_to_task(train)
         train.set_caching_options(False)
-        return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold)
+        return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold,
+                                    settings=settings)
 
     check_signature(PARAMETERS, resnet_horovod)
     return resnet_horovod

@@ -247,7 +247,8 @@ UNUSABLE = [
     C("run fractional-eval --local -p model_uri=/ -p test_data_uri=nowhere", 2,
       r"parameter test_data_uri='nowhere': no such file or folder"),
     C("run fractional-eval --local", 2, r"^error: fractional-eval needs -p model_uri=\.\.\. "
-      r"\(the Keras model to evaluate \(folder or gs:// URI\)\); -p test_data_uri=\.\.\."),
+      r"\(the Keras model to evaluate \(folder or gs:// / s3:// / minio:// URI\)\); "
+      r"-p test_data_uri=\.\.\."),
     C("run fractional-eval --local -p model_uri=/", 2, r"needs -p test_data_uri=\.\.\. \("),
     C("submit fractional-eval --host " + DEAD_URL, 2, r"fractional-eval needs -p model_uri"),
     C(["run", "imdb-lstm", "--local", "--gpu", ""], 2, r"empty GPU request"),

@@ -18,11 +18,11 @@ from kfp_gpu.build import registry
 def _failing_after(n: int, real=comp.compile_text):
     calls = []
 
-    def compile_text(t, gpu=None, image_set=None):
+    def compile_text(t, gpu=None, image_set=None, settings=None):
         calls.append(t.name)
         if len(calls) > n:
             raise ValueError(f"boom at {t.name}")
-        return f"# {t.name}\n" if n < 99 else real(t, gpu, image_set)
+        return f"# {t.name}\n" if n < 99 else real(t, gpu, image_set, settings)
 
     return compile_text, calls
 
@@ -56,8 +56,8 @@ def test_failure_midway_keeps_an_existing_folder_as_it_was(tmp_path, monkeypatch
 def test_runtime_manifest_failure_writes_nothing(tmp_path, monkeypatch):
     """The Trainer runtime is the last piece: its failure must not leave the YAML written."""
     monkeypatch.setattr(comp, "compile_text",
-                        lambda t, gpu=None, image_set=None: f"image: {image_set.image('horovod')}"
-                        if image_set else "x")
+                        lambda t, gpu=None, image_set=None, settings=None:
+                        f"image: {image_set.image('horovod')}" if image_set else "x")
 
     def broken(*a, **k):
         raise ValueError("runtime boom")

@@ -34,7 +34,8 @@ def prep_text(
 
     Args:
         source: ``keras:imdb`` (keras.datasets.imdb, downloaded on first use), or a local
-            path / ``gs://`` URI of a CSV (``.csv``/``.csv.gz``), JSON Lines or Parquet file.
+            path (e.g. on a PVC) / ``gs://`` / ``s3://`` URI of a CSV (``.csv``/``.csv.gz``),
+            JSON Lines or Parquet file.
         data_format: ``auto`` (from the suffix), ``csv``, ``jsonl`` or ``parquet``.
         text_column: column with the text (str).
         label_column: column with the label; values must be ``negative_label`` or

@@ -57,7 +57,8 @@ def sniff_format(uri: str) -> str:
 
 
 def read_table(uri: str, data_format: str = "auto"):
-    """Read a CSV (gzip too), JSON Lines or Parquet table from a local path or ``gs://``.
+    """Read a CSV (gzip too), JSON Lines or Parquet table from a local path, ``gs://`` or
+    ``s3://`` (:func:`kfp_gpu.storage.local_copy`).
 
     Returns:
         pandas.DataFrame with the file's columns as read (text columns as str).
@@ -99,6 +100,15 @@ def read_table(uri: str, data_format: str = "auto"):
             raise ie.UndecodableFile(f"{uri}: cannot parse as {fmt}: {e}", uri) from e
 
 
+#: What a pod without internet can read instead of ``keras:imdb`` (the compile options that
+#: give it access: kfp_gpu.build.task_settings; docs/cluster.md "Data and credentials").
+OFFLINE_HINT = ("give source= a table the pod can read: an s3:// URI (compile with "
+                "`kfp-gpu compile --secret-env SECRET` for the AWS_* keys of a Secret), a "
+                "gs:// URI (`--secret-volume SECRET:DIR:KEY` for a service-account key), "
+                "or a path on a PVC (`--pvc CLAIM:/mnt/data`, then "
+                "source=/mnt/data/imdb_50k.csv.gz)")
+
+
 def load_keras_imdb():
     """The Keras IMDB reviews (keras.datasets.imdb, downloaded on first use) as text.
 
@@ -112,7 +122,8 @@ def load_keras_imdb():
         ``split`` (``train``/``test``); 25,000 rows each.
 
     Raises:
-        ValueError: if the download fails (no internet): pass a local ``source`` instead.
+        ValueError: if the download fails (no internet, as in most cluster pods): the
+            message is :data:`OFFLINE_HINT`, what a pod can read instead.
     """
     import pandas as pd
     from keras.datasets import imdb
@@ -121,9 +132,7 @@ def load_keras_imdb():
         (xtr, ytr), (xte, yte) = imdb.load_data()
         index = imdb.get_word_index()
     except Exception as e:
-        raise ValueError(
-            f"could not download the Keras IMDB dataset ({e}); give source= a local path or "
-            "gs:// URI, e.g. ../shared/data/imdb/imdb_50k.csv.gz") from e
+        raise ValueError(f"could not download the Keras IMDB dataset ({e}); {OFFLINE_HINT}") from e
     words = {i + 3: w for w, i in index.items()}
     rows = []
     for split, xs, ys in (("train", xtr, ytr), ("test", xte, yte)):

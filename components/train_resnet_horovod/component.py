@@ -15,15 +15,17 @@ from kfp_gpu.build import images
     # TensorFlow) and local mode runs the trainer in this container.
     base_image=images.image(images.TRAINER),
     install_kfp_package=False,
-    # The GPU request, tolerations, node selector and env set on this task go to the
-    # MPIJob Workers (through ``task_config``), not to this launcher pod. PVCs mounted on
-    # the task (kfp.kubernetes.mount_pvc) go to the Workers AND stay on this pod
+    # The GPU request, tolerations and node selector set on this task go to the MPIJob
+    # Workers (through ``task_config``), not to this launcher pod; env goes to both. PVCs
+    # mounted on the task (kfp.kubernetes.mount_pvc) go to the Workers AND stay on this pod
     # (apply_to_task): it stages the data on the shared volume and fetches the model.
     task_config_passthroughs=[
         dsl.TaskConfigField.RESOURCES,
         dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
         dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR,
-        dsl.TaskConfigField.ENV,
+        # env on this pod too: the Secret env (kfp-gpu compile --secret-env) gives it the
+        # credentials to stage the data in an s3:// work_dir and fetch the model from it.
+        dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.ENV, apply_to_task=True),
         dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_VOLUMES,
                                   apply_to_task=True),
     ],
@@ -98,14 +100,17 @@ def train_resnet_horovod(
             (per worker; x world size after lr_warmup_steps linear warm-up), optimizer
             (sgd|adam), model_name (small|resnet50), blocks, width, mixed_precision, xla,
             seed: trainer settings (kfp_gpu.training.horovod_config).
-        work_dir: cluster: ``gs://`` URI or a path under a PVC mounted on this task with
-            ``kfp.kubernetes.mount_pvc`` (passed through: the Workers mount it at the same
-            path) where the Workers read the staged data and rank 0 writes model,
-            checkpoints and ``metrics.json``; default ``<model URI>-work`` for gs://, else
-            ``<first PVC mount path>/<MPIJob name>``. A local path outside every mounted
-            PVC is refused (ValueError).
+        work_dir: cluster: ``gs://`` / ``s3://`` URI or a path under a PVC mounted on this
+            task with ``kfp.kubernetes.mount_pvc`` / ``kfp-gpu compile --pvc`` (passed
+            through: the Workers mount it at the same path) where the Workers read the
+            staged data and rank 0 writes model, checkpoints and ``metrics.json``; default
+            ``<model URI>-work`` for gs:// and s3://, else ``<first PVC mount
+            path>/<MPIJob name>``. A local path outside every mounted PVC is refused
+            (ValueError). ``s3://`` needs the AWS variables on the task (``kfp-gpu compile
+            --secret-env SECRET``), which reach the MPIJob/TrainJob pods too.
         checkpoint_dir: where checkpoints go (resumable); default ``<work_dir>/checkpoints``
-            (local: beside the model output).
+            (local: beside the model output; an ``s3://`` work_dir: rank 0's pod, as
+            TensorFlow writes no s3://); a PVC path or ``gs://``.
         image, namespace: image of the MPIJob Launcher/Workers (TrainJob: ``trainer.image``)
             and namespace (default this pod's). The compiled default of ``image`` is the
             Horovod image of the registry ``kfp-gpu compile --registry`` was given (a
@@ -191,6 +196,7 @@ def train_resnet_horovod(
         if checkpoint_dir:
             checkpoint_dir = rt.resolve_work_dir(checkpoint_dir, model.uri, settings["volumes"],
                                                  name, what="checkpoint_dir")
+        checkpoint_dir = rt.checkpoint_dir_for(work_dir, checkpoint_dir)
         data_uri = f"{work_dir}/{rt.DATA_FILE}"
         args = rt.trainer_args(data_uri, "", work_dir, checkpoint_dir=checkpoint_dir, **hyper)
         opts = rt.job_options(
@@ -213,6 +219,10 @@ def train_resnet_horovod(
         metrics.log_metric(key, value)
     model.metadata.update({"framework": "keras", "file": "model.keras",
                            "execution": mode, "world_size": result.get("world_size")})
+    from kfp_gpu import task_outputs  # one record line for `kfp-gpu submit --wait`
+
+    task_outputs.emit({"model": model, "metrics": metrics, "mpijob": mpijob,
+                       "trainer_metrics": trainer_metrics})
 
 
 # The compiled defaults of ``image`` and ``runtime_image``: the Horovod image of the default

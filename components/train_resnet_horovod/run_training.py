@@ -26,6 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from kfp_gpu import storage
+from kfp_gpu.components.train_resnet_horovod.places import (  # noqa: F401 - rt.<name>
+    POD_CHECKPOINTS,
+    checkpoint_dir_for,
+    resolve_work_dir,
+)
 from kfp_gpu.components.train_resnet_horovod.results import (  # noqa: F401 - rt.<name>
     CONSISTENCY_KEYS,
     choose_metrics,
@@ -132,60 +137,20 @@ def pvc_mounts(volumes: Sequence[Mapping] | None,
     return tuple(out)
 
 
-def resolve_work_dir(work_dir: str, model_uri: str, mounts: Sequence, default_name: str,
-                     what: str = "work_dir") -> str:
-    """Where the Workers read the staged data and rank 0 writes model, checkpoints and
-    ``metrics.json`` (cluster execution); no trailing ``/``. ``what`` names the setting in
-    errors (``checkpoint_dir`` is checked the same way when given).
-
-    Accepted: a ``gs://`` URI, or an absolute path at or under the ``mount_path`` of a
-    writable PVC in ``mounts`` (mounted on this task's pod and on the Workers at the same
-    path). Empty: ``<model_uri>-work`` when the model artifact is on ``gs://``, else
-    ``<first writable PVC mount>/<default_name>`` (the MPIJob name: one directory per run
-    and task).
-
-    Raises:
-        ValueError: a local ``work_dir`` outside every writable PVC mount (it would exist
-            only in this pod), or no ``gs://`` and no PVC to default to; the message names
-            the fix (``kfp.kubernetes.mount_pvc`` on the task, or a ``gs://`` work_dir).
-    """
-    fix = ("mount a ReadWriteMany PVC on the task with kfp.kubernetes.mount_pvc(task, "
-           f"pvc_name=..., mount_path='/mnt/shared') and set {what} under that path (or "
-           f"leave it empty), or use a gs:// {what}")
-    writable = [m for m in mounts if not m.read_only]
-    if not work_dir:
-        if storage.is_gcs(model_uri):
-            return model_uri.rstrip("/") + "-work"
-        if writable:
-            return f"{writable[0].mount_path.rstrip('/')}/{default_name}"
-        raise ValueError(f"cluster execution needs a {what} the Workers can reach; the model "
-                         f"artifact {model_uri!r} is not on gs:// and no PVC is mounted: {fix}")
-    if storage.is_gcs(work_dir):
-        return work_dir.rstrip("/")
-    import posixpath
-
-    if not work_dir.startswith("/"):
-        raise ValueError(f"{what} {work_dir!r} is neither gs:// nor an absolute path: {fix}")
-    norm = posixpath.normpath(work_dir)
-    if not any(m.covers(norm) for m in writable):
-        shown = ", ".join(f"{m.mount_path} ({m.claim_name}{', read-only' if m.read_only else ''})"
-                          for m in mounts) or "none"
-        raise ValueError(f"{what} {work_dir!r} is not under a writable PVC mounted on the "
-                         f"task (mounted: {shown}), so the Workers cannot see it: {fix}")
-    return norm
-
-
 def cpu_worker_settings() -> dict:
     """CPU-only Worker settings, keys as :func:`worker_settings` (asked for explicitly)."""
-    return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {}, "worker_cpu": "",
-            "worker_memory": "", "worker_cpu_limit": "", "worker_memory_limit": "",
-            "volumes": ()}
+    return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {}, "secret_env": (),
+            "worker_cpu": "", "worker_memory": "", "worker_cpu_limit": "",
+            "worker_memory_limit": "", "volumes": ()}
 
 
 def worker_settings(task_config) -> dict:
     """MPIJob Worker settings from a ``dsl.TaskConfig`` (or None): a dict with ``gpu``
-    (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value; entries
-    with ``valueFrom`` are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
+    (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value),
+    ``secret_env`` (the entries with ``valueFrom.secretKeyRef``, e.g. from ``kfp-gpu compile
+    --secret-env``: the KFP 2.17 driver puts a task's Secret env into ``TaskConfig.env``
+    when ENV is passed through, ``backend/src/v2/driver/k8s.go`` ``extendPodSpecPatch``;
+    other ``valueFrom`` entries such as field refs are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
     limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
     ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of
     :class:`kfp_gpu.mpi.spec.volumes.PvcMount`, :func:`pvc_mounts`).
@@ -205,6 +170,9 @@ def worker_settings(task_config) -> dict:
         "node_selector": dict(task_config.node_selector or {}),
         "env": {e["name"]: str(e["value"]) for e in (task_config.env or [])
                 if "value" in e and e.get("name")},
+        "secret_env": tuple({"name": e["name"], "valueFrom": {"secretKeyRef": dict(
+            e["valueFrom"]["secretKeyRef"])}} for e in (task_config.env or [])
+            if e.get("name") and (e.get("valueFrom") or {}).get("secretKeyRef")),
         "worker_cpu": str(requests.get("cpu", limits.get("cpu", ""))),
         "worker_memory": str(requests.get("memory", limits.get("memory", ""))),
         "worker_cpu_limit": str(limits.get("cpu", "")),
@@ -320,7 +288,8 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
             worker_memory_limit=settings.get("worker_memory_limit", ""), shm_size=shm_size),
         placement=options.Placement(
             tolerations=list(settings["tolerations"]),
-            node_selector=dict(settings["node_selector"]), volumes=volumes),
+            node_selector=dict(settings["node_selector"]), volumes=volumes,
+            secret_env=tuple(settings.get("secret_env") or ())),
         ssh=ssh.SshOptions(fs_group=ssh.MPI_USER_ID if volumes else None),
         metadata=options.JobMetadata(run_id=run_id, task_name=task_name))
     return opts.replace(**dict(policy or {})).validate()

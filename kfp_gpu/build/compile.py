@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kfp_gpu import __version__, storage
-from kfp_gpu.build import images, registry
+from kfp_gpu.build import images, registry, task_settings
 
 log = logging.getLogger(__name__)
 #: The Trainer runtime's kustomize folder, relative to the repository root.
@@ -66,23 +66,32 @@ def targets(output_dir: Path | None = None, only: str | None = None) -> list[Tar
 
 
 def compile_target(t: Target, dest: Path, gpu: str | None = None,
-                   image_set: images.ImageSet | None = None) -> None:
-    """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given; every
+                   image_set: images.ImageSet | None = None,
+                   settings: task_settings.TaskSettings | None = None) -> None:
+    """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given and
+    the task ``settings`` (:mod:`kfp_gpu.build.task_settings`) if not the default; every
     image reference of the default set becomes ``image_set``'s (default: unchanged)."""
-    storage.write_text(dest, compile_text(t, gpu, image_set))
+    storage.write_text(dest, compile_text(t, gpu, image_set, settings))
 
 
 def compile_text(t: Target, gpu: str | None = None,
-                 image_set: images.ImageSet | None = None) -> str:
+                 image_set: images.ImageSet | None = None,
+                 settings: task_settings.TaskSettings | None = None) -> str:
     """The YAML text :func:`compile_target` writes (nothing is written)."""
     from kfp import compiler
 
     obj = registry.resolve(t.ref)
     if t.kind == "pipeline":
-        obj = obj(gpu) if gpu else obj()
+        kwargs = {"settings": settings} if settings and not settings.is_default() else {}
+        obj = obj(gpu, **kwargs) if gpu else obj(**kwargs)
     with tempfile.TemporaryDirectory(prefix="kfp-gpu-compile-") as tmp:
         raw = Path(tmp) / t.path.name
         compiler.Compiler().compile(obj, str(raw))
+        if t.kind == "pipeline":  # patterns KFP's backend cannot run (ValueError, exit 2)
+            import yaml
+
+            from kfp_gpu.build import ir_checks
+            ir_checks.check(list(yaml.safe_load_all(raw.read_text(encoding="utf-8"))), t.name)
         return with_images(raw.read_text(encoding="utf-8"), image_set or images.ImageSet())
 
 
@@ -240,7 +249,8 @@ def _umask() -> int:
 
 def compile_all(output_dir: Path | None = None, gpu: str | None = None,
                 only: str | None = None, registry: str | None = None,
-                tag: str | None = None, pin_digests: bool = False) -> list[Path]:
+                tag: str | None = None, pin_digests: bool = False,
+                settings: task_settings.TaskSettings | None = None) -> list[Path]:
     """Compile the catalog with the images of ``ImageSet(registry, tag)`` (defaults: the
     default registry, the package version); returns the written paths. With
     ``output_dir`` the Trainer runtime is written too (:func:`write_runtime_manifests`)
@@ -251,22 +261,33 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
     reference -- executors, the MPIJob/TrainJob ``image``/``runtime_image`` defaults,
     DIR/manifests/trainer -- becomes ``R/kfp-gpu-<name>@sha256:...``.
 
+    ``settings`` (``--secret-env``/``--pvc``/``--secret-volume``/``--resources``,
+    :mod:`kfp_gpu.build.task_settings`) go on every task of every compiled pipeline.
+
     Raises:
         ValueError: a bad registry or tag (:class:`kfp_gpu.build.images.ImageSet`), a
-            non-default one (or ``pin_digests``) without ``output_dir`` (the package's YAML
-            is the default build), an unknown ``only``.
+            non-default one (or ``pin_digests``, or ``settings``) without ``output_dir``
+            (the package's YAML is the default build), an unknown ``only``, ``settings``
+            with no pipeline compiled, ``--resources`` naming no task of the compiled
+            pipelines (the message lists the accepted names).
         kfp_gpu.build.digests.ImageMissing / RegistryUnreachable: with ``pin_digests``.
     """
     image_set = images.ImageSet(registry or images.DEFAULT_REGISTRY, tag or __version__)
     if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
         raise ValueError(f"--output-dir {output_dir}: exists and is not a folder; name a "
                          "folder (it is created when missing)")
-    if (image_set != images.ImageSet() or pin_digests) and output_dir is None:
-        raise ValueError("a registry or tag other than the default, or --pin-digests, needs "
-                         "an output folder: the package's checked-in YAML stays the default "
-                         "build")
-    compiled = {t.path: compile_text(t, gpu if t.kind == "pipeline" else None, image_set)
-                for t in targets(output_dir, only)}
+    settings = settings or task_settings.DEFAULT
+    if (image_set != images.ImageSet() or pin_digests or not settings.is_default()) \
+            and output_dir is None:
+        raise ValueError("a registry or tag other than the default, --pin-digests, or task "
+                         "settings (--secret-env/--pvc/--secret-volume/--resources) need an "
+                         "output folder: the package's checked-in YAML stays the default build")
+    chosen = targets(output_dir, only)
+    if not settings.is_default():
+        _check_settings(settings, chosen)
+    compiled = {t.path: compile_text(t, gpu if t.kind == "pipeline" else None, image_set,
+                                     settings if t.kind == "pipeline" else None)
+                for t in chosen}
     if pin_digests:
         from kfp_gpu.build import digests
 
@@ -281,6 +302,23 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
         else:
             write_runtime_manifests(output_dir, image_set)  # logs where to get it; []
     return _write_all(compiled, output_dir)
+
+
+def _check_settings(settings: task_settings.TaskSettings, chosen: list[Target]) -> None:
+    """Refuse task settings that would reach no task: no pipeline among ``chosen`` (a
+    component's YAML carries no Kubernetes settings), or ``--resources`` naming no task of
+    the chosen pipelines.
+
+    Raises:
+        ValueError: one line naming the accepted pipelines or task names.
+    """
+    pipelines = {t.name: t.ref for t in chosen if t.kind == "pipeline"}
+    if not pipelines:
+        raise ValueError("--secret-env/--pvc/--secret-volume/--resources apply to pipeline "
+                         "tasks; --only names a component: name a pipeline ("
+                         + ", ".join(sorted(registry.PIPELINES)) + ") or leave --only out")
+    names = {n for tasks in task_settings.default_resources(pipelines).values() for n in tasks}
+    settings.check_tasks(names)
 
 
 def check_all(only: str | None = None) -> list[str]:

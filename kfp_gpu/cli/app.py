@@ -90,15 +90,44 @@ def compile_cmd(
         "--pin-digests", help="Ask the registry (OCI distribution API) for each image's "
         "digest and write R/kfp-gpu-<name>@sha256:... everywhere; needs --output-dir. Exit 2 "
         "when an image is missing there, 3 when the registry is unreachable.")] = False,
+    secret_env: Annotated[list[str] | None, typer.Option(
+        "--secret-env", callback=checks.secret_env, metavar="SECRET[:KEY=ENV,...]",
+        help="Env vars of every task from a Kubernetes Secret: SECRET alone = its "
+        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (and, where present, AWS_ENDPOINT_URL[_S3], "
+        "AWS_DEFAULT_REGION, AWS_REGION, AWS_SESSION_TOKEN) for s3:// on S3/MinIO/"
+        "SeaweedFS; SECRET:KEY=ENV[,KEY=ENV] the named keys. Reaches the MPIJob/TrainJob "
+        "pods too. Repeatable; needs --output-dir.")] = None,
+    pvc: Annotated[list[str] | None, typer.Option(
+        "--pvc", callback=checks.task_pvc, metavar="CLAIM:/PATH",
+        help="Mount a PersistentVolumeClaim on every task (and the MPIJob Workers), e.g. "
+        "imdb-data:/mnt/data, so a path under it can be a source or work_dir. Repeatable; "
+        "needs --output-dir.")] = None,
+    secret_volume: Annotated[list[str] | None, typer.Option(
+        "--secret-volume", callback=checks.secret_volume, metavar="SECRET:/DIR[:KEY]",
+        help="Mount a Secret's keys as files under DIR on every task; with KEY, "
+        "GOOGLE_APPLICATION_CREDENTIALS=DIR/KEY (a GCP service-account key for gs://). "
+        "Repeatable; needs --output-dir.")] = None,
+    resources: Annotated[list[str] | None, typer.Option(
+        "--resources", callback=checks.task_resources, metavar="TASK=KEY:Q[,KEY:Q]",
+        help="CPU/memory of one task by display name, e.g. train-lstm=cpu:2,memory:6G; "
+        "keys cpu/memory (request and limit), cpu-request, cpu-limit, memory-request, "
+        "memory-limit; the rest keeps the defaults (docs/cluster.md). Repeatable; needs "
+        "--output-dir.")] = None,
 ) -> None:
     """Compile every component and pipeline to YAML (or --check they are current)."""
     from kfp_gpu.build import compile as comp
+    from kfp_gpu.build import task_settings
 
+    try:  # each item was checked by its callback; this refuses a mount path given twice
+        settings = task_settings.from_options(secret_env or (), pvc or (),
+                                              secret_volume or (), resources or ())
+    except ValueError as e:
+        _fail(str(e))
     if check:
-        if gpu or output_dir or registry or pin_digests:
+        if gpu or output_dir or registry or pin_digests or not settings.is_default():
             _fail("--check compares the checked-in YAML (the default registry); it takes no "
-                  "--gpu/--output-dir/--registry/--pin-digests (is $KFP_GPU_REGISTRY set? "
-                  "unset it)")
+                  "--gpu/--output-dir/--registry/--pin-digests/--secret-env/--pvc/"
+                  "--secret-volume/--resources (is $KFP_GPU_REGISTRY set? unset it)")
         try:
             problems = comp.check_all(only)
         except ValueError as e:
@@ -109,15 +138,16 @@ def compile_cmd(
             raise typer.Exit(1)
         typer.echo("all compiled YAML is current")
         return
-    if (gpu or registry or pin_digests) and not output_dir:
-        _fail("--gpu/--registry/--pin-digests need --output-dir DIR: the package's checked-in "
-              "YAML stays the default build (kfp-gpu compile --check compares against it)")
+    if (gpu or registry or pin_digests or not settings.is_default()) and not output_dir:
+        _fail("--gpu/--registry/--pin-digests/--secret-env/--pvc/--secret-volume/--resources "
+              "need --output-dir DIR: the package's checked-in YAML stays the default build "
+              "(kfp-gpu compile --check compares against it)")
     from kfp_gpu.build import digests
 
     try:
         with _warnings_once():
             written = comp.compile_all(output_dir, gpu, only, registry=registry,
-                                       pin_digests=pin_digests)
+                                       pin_digests=pin_digests, settings=settings)
     except (ValueError, digests.ImageMissing) as e:
         _fail(str(e))
     except digests.RegistryUnreachable as e:

@@ -139,3 +139,28 @@ def pvc(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
         if not Path(folder).expanduser().is_dir():
             raise typer.BadParameter(f"{item!r}: {folder} is not an existing folder")
     return value
+
+
+def _each(parse_name: str, doc: str):
+    """A callback for a repeatable option: every item through
+    ``kfp_gpu.build.task_settings.<parse_name>`` (its ValueError -> ``typer.BadParameter``)."""
+    def callback(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
+        if not value or ctx.resilient_parsing:
+            return value
+        from kfp_gpu.build import task_settings
+
+        for item in value:
+            try:
+                getattr(task_settings, parse_name)(item)
+            except ValueError as e:
+                raise typer.BadParameter(str(e)) from None
+        return value
+    callback.__doc__ = doc
+    return callback
+
+
+secret_env = _each("parse_secret_env", "``compile --secret-env``: SECRET or "
+                   "SECRET:KEY=ENV[,KEY=ENV].")
+task_pvc = _each("parse_pvc", "``compile --pvc``: CLAIM:/mount/path.")
+secret_volume = _each("parse_secret_volume", "``compile --secret-volume``: SECRET:/dir[:KEY].")
+task_resources = _each("parse_resources", "``compile --resources``: TASK=KEY:Q[,KEY:Q].")

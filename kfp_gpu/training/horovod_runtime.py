@@ -126,7 +126,7 @@ def evaluate(model, x, y, comm, batch: int = 256) -> dict:
 
 
 def save_model(model, model_dir: str) -> None:
-    if storage.is_gcs(model_dir):
+    if storage.is_remote(model_dir):
         with tempfile.TemporaryDirectory(prefix="kfp-gpu-model-") as tmp:
             model.save(str(Path(tmp) / MODEL_FILE))
             storage.upload(tmp, model_dir)
@@ -137,7 +137,7 @@ def save_model(model, model_dir: str) -> None:
 
 def write_json(path: str, obj: dict) -> None:
     text = json.dumps(obj, indent=2, sort_keys=True)
-    if storage.is_gcs(path):
+    if storage.is_remote(path):
         with tempfile.TemporaryDirectory(prefix="kfp-gpu-") as tmp:
             (Path(tmp) / "m.json").write_text(text, encoding="utf-8")
             storage.upload(str(Path(tmp) / "m.json"), path)

@@ -163,14 +163,14 @@ def synthetic(rows: int, image_size: int = 28, channels: int = 1, classes: int =
 def check_source(source: str) -> None:
     """Refuse a local ``source`` that does not exist, before any rank starts TensorFlow.
 
-    ``synthetic`` and ``gs://`` URIs pass (the latter are read later, through
+    ``synthetic`` and ``gs://``/``s3://`` URIs pass (the latter are read later, through
     :mod:`kfp_gpu.storage`); ``fashion-mnist`` must be in the data folder.
 
     Raises:
         FileNotFoundError: the path, or ``fashion-mnist`` in the data folder, is missing;
         the message names it (and, for ``fashion-mnist``, how the folder was chosen).
     """
-    if not source or source == SYNTHETIC or source.startswith("gs://"):
+    if not source or source == SYNTHETIC or source.startswith(("gs://", "s3://")):
         return
     if source == FASHION_MNIST:
         datadir.find(FASHION_MNIST)

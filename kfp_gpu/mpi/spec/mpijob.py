@@ -85,6 +85,19 @@ def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
+def secret_env(opts: MPIJobOptions) -> list[dict]:
+    """``opts.placement.secret_env`` as container ``env`` entries (``valueFrom.secretKeyRef``, plain
+    dict copies), after the :func:`rank_env` entries on the Launcher and the Workers."""
+    return [{"name": e["name"], "valueFrom": {"secretKeyRef": dict(
+        e["valueFrom"]["secretKeyRef"])}} for e in opts.placement.secret_env]
+
+
+def forwarded_env(opts: MPIJobOptions) -> list[str]:
+    """The names ``mpirun -x`` forwards: :func:`rank_env`'s, then the Secret env's (ranks
+    started over ssh see only what mpirun forwards from the Launcher)."""
+    return [*rank_env(opts), *(e["name"] for e in opts.placement.secret_env)]
+
+
 def _resources(limits: dict, requests: dict) -> dict:
     out = {}
     if limits:
@@ -122,7 +135,7 @@ def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
         "name": "worker",
         "image": opts.image,
         "command": list(opts.ssh.worker_command),
-        "env": _env_list(rank_env(opts)),
+        "env": _env_list(rank_env(opts)) + secret_env(opts),
         "resources": _worker_resources(opts, frag),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          *(v.volume_mount() for v in volumes)],
@@ -227,9 +240,9 @@ def _pod_identity(opts: MPIJobOptions, spec: dict) -> None:
 
 def mpirun_line(opts: MPIJobOptions) -> list[str]:
     """The bare ``mpirun`` argv (:func:`kfp_gpu.mpi.spec.mpirun.mpirun_command`) for
-    ``workers * slotsPerWorker`` ranks, forwarding the names of :func:`rank_env`."""
+    ``workers * slotsPerWorker`` ranks, forwarding the names of :func:`forwarded_env`."""
     return mpirun_command(opts.replicas.workers * opts.slots(), list(opts.program),
-                          forwarded_env=list(rank_env(opts)),
+                          forwarded_env=forwarded_env(opts),
                           implementation=opts.replicas.mpi_implementation)
 
 
@@ -263,7 +276,7 @@ def launcher_template(opts: MPIJobOptions) -> dict:
         "name": "launcher",
         "image": opts.image,
         "command": launcher_command(opts),
-        "env": _env_list(env),
+        "env": _env_list(env) + secret_env(opts),
         "resources": _resources(limits, dict(limits)),
     }
     spec: dict[str, Any] = {"containers": [container]}

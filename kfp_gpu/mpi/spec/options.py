@@ -198,6 +198,12 @@ class Placement:
         service_account: service account of the pods (empty = namespace default).
         scheduler_name: ``schedulerName`` of the Worker pods (e.g. ``kai-scheduler``,
             ``hami-scheduler``); empty = the request's own, else the cluster default.
+        secret_env: environment from Kubernetes Secrets: EnvVar dicts ``{name, valueFrom:
+            {secretKeyRef: {name, key[, optional]}}}`` (core/v1 ``EnvVar`` /
+            ``SecretKeySelector``), e.g. the ``AWS_*`` keys an ``s3://`` work_dir needs. Set
+            on the Launcher and Worker containers (TrainJob: ``trainer.env``) and forwarded
+            to the ranks with ``-x``; the values stay in the Secret, never in the job
+            (:func:`check_secret_env`).
     """
 
     tolerations: Sequence[Mapping[str, Any]] = ()
@@ -205,6 +211,7 @@ class Placement:
     volumes: Sequence[PvcMount] = ()
     service_account: str = ""
     scheduler_name: str = ""
+    secret_env: Sequence[Mapping[str, Any]] = ()
 
     def validate(self, ssh_auth_mount_path: str) -> None:
         """Raises ValueError naming the field and the accepted values."""
@@ -324,6 +331,7 @@ class MPIJobOptions:
             if not _ENV_NAME.match(k) or not isinstance(v, str):
                 raise ValueError(f"invalid env entry {k!r}={v!r}: accepted are C identifiers "
                                  "mapped to strings")
+        check_secret_env(self.placement.secret_env, self.env)
         self.replicas.validate()
         self.network.validate()
         self.resources.validate()
@@ -331,6 +339,33 @@ class MPIJobOptions:
         self.ssh.validate()
         self.placement.validate(self.ssh.ssh_auth_mount_path)
         return self
+
+
+def check_secret_env(secret_env: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> None:
+    """Each entry is ``{name, valueFrom: {secretKeyRef: {name, key[, optional]}}}`` with a
+    C-identifier name not also in ``env`` and not given twice.
+
+    Raises:
+        ValueError: naming the entry and the accepted form.
+    """
+    form = ("accepted are EnvVar dicts {'name': 'AWS_ACCESS_KEY_ID', 'valueFrom': "
+            "{'secretKeyRef': {'name': 'SECRET', 'key': 'KEY'}}}")
+    if isinstance(secret_env, (str, Mapping)) or not all(
+            isinstance(e, Mapping) for e in secret_env):
+        raise ValueError(f"secret_env must be a sequence of EnvVar dicts; {form}")
+    seen: set[str] = set()
+    for e in secret_env:
+        value_from = e.get("valueFrom")
+        ref = value_from.get("secretKeyRef") if isinstance(value_from, Mapping) else None
+        ref = ref if isinstance(ref, Mapping) else {}
+        name = e.get("name")
+        if (not isinstance(name, str) or not _ENV_NAME.match(name) or not ref.get("name")
+                or not ref.get("key") or set(e) - {"name", "valueFrom"}):
+            raise ValueError(f"invalid secret_env entry {e!r}: {form}")
+        if name in env or name in seen:
+            raise ValueError(f"secret_env {name!r} is set twice (env or secret_env); each "
+                             "variable comes from one place")
+        seen.add(name)
 
 
 def _route(cls: type, top: dict, settings: Mapping) -> MPIJobOptions:

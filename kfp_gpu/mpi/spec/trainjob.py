@@ -22,7 +22,7 @@ is per job goes where Kubeflow Trainer v2.3.0 applies it (kubeflow/trainer v2.3.
                                               #  build refuses any other, runtime_image)
         command: [mpirun, -np, N*G, ...]      # as the MPIJob Launcher runs it (RDMA:
                                               #  through worker_start's memlock check)
-        env: [NCCL_*, the GPU share, opts.env]   # every "node" container (launcher too)
+        env: [NCCL_*, the GPU share, opts.env, Secret env]   # every "node" container
         numNodes: N                           # workers; the launcher is node 0
         numProcPerNode: G                     # slots per node in the hostfile
         resourcesPerNode: {limits, requests}  # GPU request, RDMA resource, CPU, memory
@@ -286,12 +286,12 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
                     "workers >= 2 or backend 'mpijob' for one node.", opts.name)
     patches = runtime_patches(opts)
     resources = resources_per_node(opts)
-    env = mpijob.rank_env(opts)
+    env = [*mpijob._env_list(mpijob.rank_env(opts)), *mpijob.secret_env(opts)]
     workers = opts.replicas.workers
     trainer = m.TrainerV1alpha1Trainer(
         image=opts.image,
         command=launcher_command(opts),
-        env=[m.IoK8sApiCoreV1EnvVar(name=k, value=v) for k, v in env.items()],
+        env=[_model(m.IoK8sApiCoreV1EnvVar, e) for e in env],
         num_nodes=workers, num_proc_per_node=opts.slots(),
         resources_per_node=_model(m.IoK8sApiCoreV1ResourceRequirements, resources))
     spec = m.TrainerV1alpha1TrainJobSpec(
