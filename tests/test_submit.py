@@ -3,6 +3,7 @@
 Covers: upload + idempotent versions, experiment reuse, typed parameters, waiting with
 progress, SUCCEEDED / FAILED / timeout exit codes, 401 / 403 refusals, token from the
 environment or the ServiceAccount token file. Opt-in e2e against a real KFP at the end.
+Version content rules, --no-cache and what a finished run prints: tests/test_submit_summary.py.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def _isolated(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv(kfp_api.TOKEN_ENV, raising=False)
     monkeypatch.setenv(kfp_api.TOKEN_PATH_ENV, str(tmp_path / "no-token"))
-    for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST"):
+    for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST",
+                "KUBECONFIG", "KUBERNETES_SERVICE_HOST"):  # no cluster to read logs from
         monkeypatch.delenv(var, raising=False)
 
 
@@ -62,7 +64,13 @@ def test_upload_run_wait_succeeded_and_rerun_is_idempotent(monkeypatch):
         # Progress: each state change printed once, in order.
         states = [s for s in ("PENDING", "RUNNING", "SUCCEEDED") if f"] {s}" in first.output]
         assert states == ["PENDING", "RUNNING", "SUCCEEDED"]
+        # Finished tasks counted among the component tasks only, not Argo/KFP's nodes.
+        n = len(_spec()["root"]["dag"]["tasks"])
+        assert f"] SUCCEEDED ({n}/{n} tasks finished)" in first.output, first.output
         assert kfp.runs[run_id]["runtime_config"]["parameters"] == {int_param: 3}
+        # No kubeconfig: the outputs are the UI's to show, and the line says so.
+        assert f"outputs and metrics: shown in the KFP UI at {kfp.url}/#/runs/details/" \
+            f"{run_id} (no kubeconfig" in first.output
         names = sorted(v["display_name"] for v in kfp.versions.values())
         assert names == sorted([PIPELINE, "abc123"])  # first version is the server's default
 
@@ -79,21 +87,30 @@ def test_upload_run_wait_succeeded_and_rerun_is_idempotent(monkeypatch):
 
 
 def test_new_commit_adds_a_version(monkeypatch):
+    digest = kfp_api.content_hash(compiled_pipeline(PIPELINE)[0].read_text())
     with FakeKfp() as kfp:
         monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123")
         assert cli(PIPELINE, "--host", kfp.url).exit_code == 0
         monkeypatch.setenv("GITHUB_SHA", "fedcba98765432100000")
         assert cli(PIPELINE, "--host", kfp.url).exit_code == 0
         names = sorted(v["display_name"] for v in kfp.versions.values())
-        assert names == sorted([PIPELINE, "0123456789ab", "fedcba987654"])
+        assert names == sorted([PIPELINE, f"0123456789ab-{digest[:10]}",
+                                f"fedcba987654-{digest[:10]}"])
 
 
 def test_failed_run_exits_nonzero_with_reason():
+    """Without a kubeconfig the failed component task is named with the UI link and why;
+    the run's own Argo/KFP nodes are not."""
     with FakeKfp(script=[("PENDING", 0.05), ("RUNNING", 0.1), ("FAILED", 0)]) as kfp:
         res = cli(PIPELINE, "--host", kfp.url, "--version", "v1", "--wait", "--poll", "0.05")
         assert res.exit_code == 1
-        assert "FAILED" in res.output and "OOMKilled" in res.output
-        assert f"task {kfp.failed_task} failed" in res.output
+        (run_id,) = kfp.runs
+        url = f"{kfp.url}/#/runs/details/{run_id}"
+        assert f"run {run_id} FAILED" in res.output
+        failed = [ln for ln in res.output.splitlines() if ln.startswith("task ")]
+        assert len(failed) == 1 and failed[0].startswith(f"task {kfp.failed_task}")
+        assert failed[0].endswith(f"failed: see {url} (no kubeconfig to read the task logs)")
+        assert not any(f"task {n} " in res.output for n in ("root", "executor", "root-driver"))
 
 
 def test_timeout_exits_nonzero():
@@ -173,6 +190,8 @@ def test_yaml_path_and_typed_params(tmp_path):
 def test_default_version_name(monkeypatch):
     monkeypatch.setenv("CI_COMMIT_SHA", "a" * 40)
     assert submit.default_version_name() == "a" * 12
+    digest = kfp_api.content_hash("x: 1\n")
+    assert submit.default_version_name(digest) == "a" * 12 + "-" + digest[:10]
     monkeypatch.delenv("CI_COMMIT_SHA")
     name = submit.default_version_name()
     assert name.startswith("v") or len(name.split("-")[0]) == 12
@@ -182,10 +201,34 @@ def test_default_version_name(monkeypatch):
 @pytest.mark.skipif(not os.environ.get("KFP_GPU_E2E_HOST"),
                     reason="set KFP_GPU_E2E_HOST (and KFP_TOKEN) to submit to a real KFP")
 def test_e2e_submit_real_kfp():
-    res = cli(os.environ.get("KFP_GPU_E2E_PIPELINE", PIPELINE), "--host",
-              os.environ["KFP_GPU_E2E_HOST"], "--experiment", "kfp-gpu-e2e",
+    """Submit to a real KFP and wait for SUCCEEDED, with data named by the environment, never
+    a default that downloads (imdb-lstm's ``keras:imdb`` needs internet): KFP_GPU_E2E_SOURCE
+    -> ``--param source=...`` (required when the pipeline declares ``source``),
+    KFP_GPU_E2E_PARAMS="k=v,k=v" -> one ``--param`` each (a comma splits only before
+    ``name=``, so JSON lists stay whole)."""
+    import re
+
+    pipeline = os.environ.get("KFP_GPU_E2E_PIPELINE", PIPELINE)
+    path, _ = compiled_pipeline(pipeline)
+    declared = next(yaml.safe_load_all(path.read_text()))["root"].get(
+        "inputDefinitions", {}).get("parameters", {})
+    raw = os.environ.get("KFP_GPU_E2E_PARAMS", "")
+    pairs = [p.strip() for p in re.split(r",(?=\s*[A-Za-z_]\w*=)", raw) if p.strip()]
+    source = os.environ.get("KFP_GPU_E2E_SOURCE", "").strip()
+    if source and "source" not in declared:
+        pytest.fail(f"KFP_GPU_E2E_SOURCE is set but {pipeline} has no `source` parameter; "
+                    "give its inputs in KFP_GPU_E2E_PARAMS", pytrace=False)
+    if source:
+        pairs.append(f"source={source}")
+    if "source" in declared and not any(p.startswith("source=") for p in pairs):
+        pytest.fail(f"{pipeline} reads its data from `source` (default "
+                    f"{declared['source'].get('defaultValue')!r}, which may need internet): set "
+                    "KFP_GPU_E2E_SOURCE to a URI the cluster can read, e.g. "
+                    "gs://BUCKET/imdb/imdb_50k.csv.gz", pytrace=False)
+    res = cli(pipeline, "--host", os.environ["KFP_GPU_E2E_HOST"], "--experiment", "kfp-gpu-e2e",
               *(["--namespace", os.environ["KFP_GPU_E2E_NAMESPACE"]]
                 if os.environ.get("KFP_GPU_E2E_NAMESPACE") else []),
+              *[arg for p in pairs for arg in ("--param", p)],
               "--wait", "--timeout", os.environ.get("KFP_GPU_E2E_TIMEOUT", "3600"), "--poll", "15")
     assert res.exit_code == 0, res.output
 
