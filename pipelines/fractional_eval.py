@@ -18,12 +18,12 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Model
 
-from kfp_gpu.build import task_settings
-from kfp_gpu.build.parameters import check_signature, declare, documented, integer, number, text
+from kfp_gpu.compiler import task_settings
 from kfp_gpu.components.combine_shards.component import combine_shards
 from kfp_gpu.components.evaluate_shard.component import evaluate_shard
 from kfp_gpu.components.plan_shards.component import plan_shards
 from kfp_gpu.gpu import parse
+from kfp_gpu.parameters.declared import check_signature, declare, documented, integer, number, text
 
 NAME = "fractional-eval"
 DEFAULT_SHARDS = 4
@@ -31,25 +31,25 @@ DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
 
 
 def _check_model(model_uri: str) -> None:
-    """A local ``model_uri`` holds a ``.keras`` model (kfp_gpu.input_checks.check_model)."""
-    from kfp_gpu import input_checks
+    """A local ``model_uri`` holds a ``.keras`` model (kfp_gpu.inputs.checks.check_model)."""
+    from kfp_gpu.inputs import checks
 
-    input_checks.check_model(model_uri)
+    checks.check_model(model_uri)
 
 
 #: Checks of local input files `kfp-gpu run --local` makes before any task starts
-#: (kfp_gpu.build.parameters.check_local_files).
+#: (kfp_gpu.parameters.declared.check_local_files).
 LOCAL_CHECKS = {"model_uri": _check_model}
 
 #: Each container task's default CPU/memory (display name -> Resources); `kfp-gpu compile
-#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.build.task_settings).
+#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.compiler.task_settings).
 TASK_RESOURCES = {
     "plan-shards": task_settings.Resources(cpu_limit="1", memory_limit="1G"),
     "evaluate-shard": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
     "combine-shards": task_settings.Resources(cpu_limit="1", memory_limit="2G"),
 }
 
-#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters);
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.parameters.declared);
 #: the ranges are components/shared/shards.py's and evaluate.py's checks made early.
 PARAMETERS = declare(
     text("model_uri", "the Keras model to evaluate (folder or gs:// / s3:// / minio:// URI)",
@@ -87,7 +87,7 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS,
         gpu: GPU request of every shard task (kfp_gpu.gpu text); default ``fraction:1/K``.
         shards: default of the ``num_shards`` parameter (K) and of the fraction.
         settings: credentials, volumes and CPU/memory overrides for every container task
-            (:mod:`kfp_gpu.build.task_settings`; the importers run in KFP's driver).
+            (:mod:`kfp_gpu.compiler.task_settings`; the importers run in KFP's driver).
 
     Raises:
         ValueError: invalid GPU request or shards < 1 (before compilation).
@@ -105,7 +105,7 @@ def build(gpu: str | None = None, shards: int = DEFAULT_SHARDS,
         accuracy_threshold: float = 0.8,
     ) -> EvalOutputs:
         # No display name on an importer: KFP 2.17's importer records its execution under
-        # the display name, consumers look the task key up (kfp_gpu.build.ir_checks).
+        # the display name, consumers look the task key up (kfp_gpu.compiler.ir_checks).
         model = dsl.importer(artifact_uri=model_uri, artifact_class=Model, reimport=False)
         data = dsl.importer(artifact_uri=test_data_uri, artifact_class=Dataset, reimport=False)
         plan = plan_shards(test_data=data.output, num_shards=num_shards)

@@ -9,8 +9,11 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 
 from kfp import dsl
 
-from kfp_gpu.build import task_settings
-from kfp_gpu.build.parameters import (
+from kfp_gpu.compiler import task_settings
+from kfp_gpu.components.prep_text.component import prep_text
+from kfp_gpu.components.train_text_classifier.component import train_text_classifier
+from kfp_gpu.gpu import parse
+from kfp_gpu.parameters.declared import (
     check_signature,
     declare,
     documented,
@@ -19,9 +22,6 @@ from kfp_gpu.build.parameters import (
     number,
     text,
 )
-from kfp_gpu.components.prep_text.component import prep_text
-from kfp_gpu.components.train_text_classifier.component import train_text_classifier
-from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import EVALUATE_RESOURCES, TrainingOutputs, evaluate_and_collect
 
 NAME = "imdb-lstm"
@@ -33,12 +33,12 @@ LOCAL_DATA = ("source", "imdb/imdb_50k.csv.gz")
 def _check_source(source: str) -> None:
     """The cheap checks of a local ``source`` table (header, gzip, UTF-8) with the columns
     prep_text reads by default (its ``text_column``/``label_column``)."""
-    from kfp_gpu import input_checks
     from kfp_gpu.components.prep_text import prep
+    from kfp_gpu.inputs import checks
 
     if source != prep.KERAS_IMDB:
-        input_checks.check_table(source, prep.sniff_format(source),
-                                 {"text_column": "review", "label_column": "sentiment"})
+        checks.check_table(source, prep.sniff_format(source),
+                           {"text_column": "review", "label_column": "sentiment"})
 
 
 def _checkpoint_dir(value: str) -> None:
@@ -46,7 +46,7 @@ def _checkpoint_dir(value: str) -> None:
     TensorFlow's file systems, and TensorFlow 2.18 has none for s3:// (its S3 file system
     moved to tensorflow-io, which this image lacks: "File system scheme 's3' not
     implemented")."""
-    from kfp_gpu import storage
+    from kfp_gpu.inputs import storage
 
     if storage.is_s3(value):
         raise ValueError(f"checkpoint_dir {value!r}: TensorFlow has no s3:// file system here; "
@@ -54,13 +54,13 @@ def _checkpoint_dir(value: str) -> None:
 
 
 #: Checks of local input files `kfp-gpu run --local` makes before any task starts
-#: (kfp_gpu.build.parameters.check_local_files).
+#: (kfp_gpu.parameters.declared.check_local_files).
 LOCAL_CHECKS = {"source": _check_source}
 #: CPU/memory for the training task: the input pipeline and Python need ~2 cores; the
 #: full 25k x 80 dataset is ~8 MB, the model ~3 M parameters.
 TRAIN_CPU, TRAIN_MEMORY = "4", "8G"
 #: Each task's default CPU/memory (display name -> Resources); `kfp-gpu compile
-#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.build.task_settings).
+#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.compiler.task_settings).
 TASK_RESOURCES = {
     "prep-text": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
     "train-lstm": task_settings.Resources(cpu_request=TRAIN_CPU, memory_request=TRAIN_MEMORY,
@@ -72,7 +72,7 @@ TASK_RESOURCES = {
 #: activations = 42 MB).
 EVAL_BATCH_SIZE = 1024
 
-#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters).
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.parameters.declared).
 #: Checked before any task starts (`run --local`, `submit`) and against the signature at
 #: compile time; the ranges are the components' own checks (prep_text/tokens.py,
 #: kfp_gpu/training/text_model.py), made early.
@@ -106,7 +106,7 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
         gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:1``, ``mig:1g.10gb``,
             ``fraction:0.5``, ``none``.
         settings: credentials, volumes and CPU/memory overrides for every task
-            (:mod:`kfp_gpu.build.task_settings`; default: none, :data:`TASK_RESOURCES`).
+            (:mod:`kfp_gpu.compiler.task_settings`; default: none, :data:`TASK_RESOURCES`).
 
     Raises:
         ValueError: invalid GPU request or settings (raised here, before compilation).

@@ -4,7 +4,7 @@ from typing import NamedTuple
 
 from kfp.dsl import HTML, Metrics, Model
 
-from kfp_gpu.build import task_settings
+from kfp_gpu.compiler import task_settings
 from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
 
 #: The ``evaluate`` task's default CPU/memory (`kfp-gpu compile --resources evaluate=...`).
@@ -34,7 +34,7 @@ def evaluate_and_collect(train, test_data, accuracy_threshold, *, training_repor
     TensorBoard logs (throughput, parameters, training curves) and prep_text's vocabulary
     (misclassified reviews as words). ``batch_size``: the prediction batch size (None:
     the component's default, 256, safe for image models on a GPU share). ``settings``:
-    the pipeline's task settings (:func:`kfp_gpu.build.task_settings.apply`).
+    the pipeline's task settings (:func:`kfp_gpu.compiler.task_settings.apply`).
     """
     extra = {k: v for k, v in (("training_report", training_report),
                                ("training_logs", training_logs),

@@ -14,8 +14,11 @@ run time: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow Trainer v2 TrainJo
 
 from kfp import dsl
 
-from kfp_gpu.build import k8s_rules, task_settings
-from kfp_gpu.build.parameters import (
+from kfp_gpu.compiler import k8s_rules, task_settings
+from kfp_gpu.components.prep_images.component import prep_images
+from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
+from kfp_gpu.gpu import parse
+from kfp_gpu.parameters.declared import (
     check_signature,
     declare,
     documented,
@@ -24,9 +27,6 @@ from kfp_gpu.build.parameters import (
     number,
     text,
 )
-from kfp_gpu.components.prep_images.component import prep_images
-from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
-from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import EVALUATE_RESOURCES, TrainingOutputs, evaluate_and_collect
 
 NAME = "resnet-horovod"
@@ -43,13 +43,13 @@ TASK_RESOURCES = {
     "evaluate": EVALUATE_RESOURCES,
 }
 
-#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.build.parameters).
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.parameters.declared).
 #: Checked before any task starts (`run --local`, `submit`) and against the signature at
 #: compile time. Choices and ranges are the component's own checks made early
 #: (components/train_resnet_horovod/run_training.py EXECUTIONS,
 #: kfp_gpu/training/horovod_config.py OPTIMIZERS and resolved(), resnet_models.MODELS,
 #: kfp_gpu/mpi/spec/backends.py BACKENDS, components/prep_images/prep.py); rdma_resource by
-#: Kubernetes' rule for resource names (a qualified name, kfp_gpu.build.k8s_rules).
+#: Kubernetes' rule for resource names (a qualified name, kfp_gpu.compiler.k8s_rules).
 PARAMETERS = declare(
     text("source", "images: fashion-mnist, synthetic, an IDX folder or .npz file (a PVC "
          "path), or a gs:// / s3:// .npz URI",
@@ -94,7 +94,7 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
         gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:8``, ``gpu:1``,
             ``mig:3g.40gb``, ``dra:mig=1g.10gb`` (DRA claims on the Workers), ``none``.
         settings: credentials, volumes and CPU/memory overrides for every task
-            (:mod:`kfp_gpu.build.task_settings`). The training task passes its Secret env,
+            (:mod:`kfp_gpu.compiler.task_settings`). The training task passes its Secret env,
             PVCs and CPU/memory through to the MPIJob/TrainJob pods (its
             ``task_config_passthroughs``): ``--resources train-resnet-horovod=...`` sizes
             each Worker.

@@ -6,7 +6,7 @@
 #   scripts/build-images.sh --local [--dry-run] [NAME ...]
 #                                              # CPU flavour on this machine's engine
 #
-# Image references follow kfp_gpu.build.images.ImageSet.image (compile --registry R names the same): <registry>/kfp-gpu-<name>:<version>, where
+# Image references follow kfp_gpu.release.images.ImageSet.image (compile --registry R names the same): <registry>/kfp-gpu-<name>:<version>, where
 # <version> is the package version (kfp_gpu.__version__) and <registry> comes from
 # KFP_GPU_REGISTRY (default ghcr.io/kfp-gpu). The build context is the repository root.
 # Production: BuildKit (docker buildx), the Dockerfiles' default (CUDA / TensorFlow GPU)

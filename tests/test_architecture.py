@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import kfp_gpu
-from kfp_gpu.build import packaging, registry
+from kfp_gpu.compiler import packaging, registry
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -26,8 +26,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kfp_gpu.build import parameters
 from kfp_gpu.cli import app, errors
+from kfp_gpu.parameters import declared as parameters
 
 REPO = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused at once
@@ -622,8 +622,8 @@ def test_every_catalog_pipeline_declares_every_parameter(name):
 def test_docs_parameters_md_is_generated_from_the_declarations():
     page = Path(__file__).resolve().parents[1] / "docs" / "parameters.md"
     assert page.read_text(encoding="utf-8") == parameters.docs_page(), (
-        "docs/parameters.md is stale: python -c 'from kfp_gpu.build import parameters; "
-        "print(parameters.docs_page(), end=\"\")' > docs/parameters.md")
+        "docs/parameters.md is stale: python -c 'from kfp_gpu.parameters import declared; "
+        "print(declared.docs_page(), end=\"\")' > docs/parameters.md")
 
 
 def test_params_command_lists_types_ranges_and_meanings():
@@ -637,7 +637,7 @@ def test_params_command_lists_types_ranges_and_meanings():
 def test_compiled_yaml_carries_each_parameters_meaning_and_range(name):
     """The declaration reaches the KFP UI: each root parameter's description in the
     checked-in YAML is its meaning and accepted values (parameters.documented)."""
-    from kfp_gpu.build.compile import compiled_pipeline
+    from kfp_gpu.compiler.compile import compiled_pipeline
 
     path, _ = compiled_pipeline(name)
     spec = next(yaml.safe_load_all(path.read_text(encoding="utf-8")))
@@ -692,7 +692,7 @@ def test_a_failed_task_ends_in_four_lines_and_exit_2_for_its_input(tmp_path):
 def test_the_record_tells_input_errors_from_job_failures(tmp_path):
     """The family's record (not the message text) decides exit 2 or 1; a task without a
     record falls back to its traceback's last line and exit 1."""
-    from kfp_gpu import input_errors as ie
+    from kfp_gpu.inputs import errors as ie
     from kfp_gpu.local import log as run_log
     from kfp_gpu.local import run as local_run
 
@@ -715,7 +715,7 @@ def test_the_record_tells_input_errors_from_job_failures(tmp_path):
 
 
 def test_reported_writes_one_record_and_reraises(capsys):
-    from kfp_gpu import input_errors as ie
+    from kfp_gpu.inputs import errors as ie
 
     with pytest.raises(ie.EmptyInput) as caught, ie.reported(input="/data/x.csv"):
         raise ie.EmptyInput("the test split is empty")

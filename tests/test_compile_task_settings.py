@@ -11,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kfp_gpu.build import task_settings as ts
 from kfp_gpu.cli.app import app
+from kfp_gpu.compiler import task_settings as ts
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kfp_gpu.build import compile as comp
-from kfp_gpu.build import registry
+from kfp_gpu.compiler import compile as comp
+from kfp_gpu.compiler import registry
 from tests import ir
 
 TARGETS = comp.targets()

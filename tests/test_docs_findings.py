@@ -15,8 +15,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from kfp_gpu import datadir
 from kfp_gpu.cli import app, helptext
+from kfp_gpu.inputs import datadir
 from kfp_gpu.local import log as run_log
 from kfp_gpu.local import run as local_run
 
@@ -175,7 +175,7 @@ def test_a_compile_warning_is_one_line_per_cause(tmp_path):
 
 
 def test_packaging_check_runs_outside_the_checkout(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "kfp_gpu.build.packaging", "--check"],
+    r = subprocess.run([sys.executable, "-m", "kfp_gpu.compiler.packaging", "--check"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
 

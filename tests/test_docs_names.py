@@ -88,7 +88,7 @@ def test_local_runs_have_their_own_room():
         assert not (REPO / "kfp_gpu/cluster" / f"{module}.py").exists()
     for old in ("local_run", "local_docker", "interrupt", "run_log", "params"):
         assert not (REPO / "kfp_gpu/cluster" / f"{old}.py").exists()
-    assert resolves("kfp_gpu.build.params.checked")
+    assert resolves("kfp_gpu.parameters.command_line.checked")
     text = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
     assert "| `kfp_gpu/local/` |" in text and "| local/ (this machine)|" in text
     assert "(cluster | local)" in text
@@ -98,3 +98,20 @@ def test_local_runs_have_their_own_room():
         assert stale not in docs
     toml = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     assert '"kfp_gpu.cluster | kfp_gpu.local"' in toml
+
+
+def test_package_rooms_of_issue_38():
+    """Issue 38: build/ became compiler/, release/ and parameters/ (declared, command_line),
+    the input modules inputs/; the docs name only the new places (the CHANGELOG tells the
+    move) and docs/architecture.md shows each room in its picture and its package table."""
+    import kfp_gpu
+
+    text = "\n".join(d.read_text(encoding="utf-8") for d in DOCS if d.name != "CHANGELOG.md")
+    for old in kfp_gpu._MOVED:
+        assert re.search(rf"{re.escape(old)}(?!\w)", text) is None, old
+        assert re.search(rf"{re.escape(old.replace('.', '/'))}(?![\w])", text) is None, old
+    arch = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
+    for room in ("compiler", "release", "parameters", "inputs"):
+        assert f"| `kfp_gpu/{room}/` |" in arch and f"{room}/" in arch.split("```")[1]
+    toml = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"kfp_gpu.parameters",\n  "kfp_gpu.compiler",\n  "kfp_gpu.release",' in toml

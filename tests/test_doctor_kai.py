@@ -14,9 +14,9 @@ import yaml
 from typer.testing import CliRunner
 
 from kfp_gpu import gpu
-from kfp_gpu.build import compile as comp
 from kfp_gpu.cli import doctor as doctor_cli
 from kfp_gpu.cluster import doctor
+from kfp_gpu.compiler import compile as comp
 from kfp_gpu.gpu.names import KFP_MAIN_CONTAINER
 from kfp_gpu.gpu.render import _annotations
 from tests.doubles.k8s_cluster import FakeCluster, kai_queue_crd, kai_scheduler_deployment

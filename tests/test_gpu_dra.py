@@ -295,7 +295,7 @@ def test_ranks_get_the_mps_pipe_the_driver_injects(tmp_path):
 
 
 def test_the_command_line_refuses_more_devices_than_a_node_holds():
-    from kfp_gpu.build import k8s_rules
+    from kfp_gpu.compiler import k8s_rules
 
     with pytest.raises(ValueError, match="can never be scheduled"):
         k8s_rules.gpu_request(f"dra:gpu={k8s_rules.MAX_GPUS_PER_POD + 1}")

@@ -297,9 +297,9 @@ def test_parse_passes_requests_through_and_rejects_non_text():
 @pytest.mark.parametrize("pipeline", ["imdb-lstm", "fractional-eval"])
 @pytest.mark.parametrize("text", [t for t in CASES if not t.startswith("hami")])
 def test_catalog_pipelines_take_the_request_at_compile_time(pipeline, text, tmp_path):
-    """What ``kfp-gpu compile --gpu TEXT`` does (kfp_gpu.build.compile), read back strictly: every
-    GPU task of the pipeline carries exactly the request; the others carry nothing."""
-    from kfp_gpu.build import compile as kc
+    """What ``kfp-gpu compile --gpu TEXT`` does (kfp_gpu.compiler.compile), read back strictly:
+    every GPU task of the pipeline carries exactly the request; the others carry nothing."""
+    from kfp_gpu.compiler import compile as kc
 
     [path] = kc.compile_all(output_dir=tmp_path, gpu=text, only=pipeline)
     spec, platform = ir.load(path)

@@ -19,7 +19,7 @@ import pytest
 import tomllib
 
 import kfp_gpu
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("trainer", "horovod", "launcher")
@@ -398,7 +398,7 @@ def test_apply_carries_a_tag_set_to_its_pinned_set():
     ("kfp-gpu-trainer", ("registry-1.docker.io", "library/kfp-gpu-trainer")),
 ])
 def test_split_name_as_docker_does(name, expected):
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     assert digests.split_name(name) == expected
 
@@ -408,7 +408,7 @@ def test_split_name_as_docker_does(name, expected):
     ("[::1]:5000", "http"), ("ghcr.io", "https"), ("10.0.0.1:5000", "https"),
     ("registry-1.docker.io", "https")])
 def test_scheme_is_http_only_on_loopback(host, scheme):
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     assert digests.scheme(host) == scheme
 
@@ -506,7 +506,7 @@ def registry_double():
 
 
 def test_resolve_asks_the_manifest_with_an_anonymous_token(registry_double):
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     reg = registry_double()
     s = images.ImageSet(f"{reg.host}/ml")
@@ -529,7 +529,7 @@ def test_resolve_sends_the_docker_config_credentials_to_the_token_realm(registry
                                                                         tmp_path, monkeypatch):
     import base64
 
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     basic = "Basic " + base64.b64encode(b"ci-bot:s3cret").decode()
     reg = registry_double(token_basic=basic)
@@ -544,7 +544,7 @@ def test_resolve_sends_the_docker_config_credentials_to_the_token_realm(registry
 
 
 def test_resolve_without_the_digest_header_hashes_the_manifest(registry_double):
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     reg = registry_double(token=False, head_digest=False)
     got = digests.resolve(images.ImageSet(f"{reg.host}/ml"), ("launcher",))
@@ -552,7 +552,7 @@ def test_resolve_without_the_digest_header_hashes_the_manifest(registry_double):
 
 
 def test_resolve_refuses_a_get_digest_that_is_not_the_body_s(registry_double):
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     reg = registry_double(token=False, head_digest=False, get_digest="sha256:" + "0" * 64)
     with pytest.raises(digests.RegistryUnreachable, match="sent digest sha256:0+ for .*"
@@ -563,7 +563,7 @@ def test_resolve_refuses_a_get_digest_that_is_not_the_body_s(registry_double):
 def test_resolve_reports_a_missing_image_and_an_unreachable_registry(registry_double):
     import socket
 
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     reg = registry_double()
     with pytest.raises(digests.ImageMissing, match=r"image .*/other/kfp-gpu-trainer:.* not found"):

@@ -1,4 +1,4 @@
-"""kfp_gpu.build.ir_checks: compiled pipelines the KFP 2.17.0 backend cannot run are refused
+"""kfp_gpu.compiler.ir_checks: compiled pipelines the KFP 2.17.0 backend cannot run are refused
 at compile time; every catalog pipeline, for every GPU kind it accepts, passes."""
 
 # no `from __future__ import annotations`: kfp reads the components' annotations
@@ -13,8 +13,8 @@ from kfp import compiler, dsl
 from kfp.dsl import Dataset, Input
 
 from kfp_gpu import gpu
-from kfp_gpu.build import compile as comp
-from kfp_gpu.build import ir_checks, registry
+from kfp_gpu.compiler import compile as comp
+from kfp_gpu.compiler import ir_checks, registry
 
 #: One request per kind of kfp_gpu.gpu (each kind of kfp_gpu/gpu/kinds/).
 REQUESTS = {"none": "none", "gpu": "gpu:1", "mig": "mig:1g.10gb", "shared": "shared:1",

@@ -1,7 +1,7 @@
 """The KFP API double (tests/doubles/kfp_api.py) answers as the recorded real KFP 2.17.0 did.
 
 One case per file of the recorded KFP 2.17.0 answers (data folder ``kfp-2.17.0/api``, found
-through :mod:`kfp_gpu.datadir`): the double is brought into the state the recorded request
+through :mod:`kfp_gpu.inputs.datadir`): the double is brought into the state the recorded request
 needed by replaying the recorded requests that made it (the recorded ids are mapped to the
 double's), the request is replayed over HTTP, and the answer is compared with the recorded
 one: status, content type, the whole body with ids, times, Go stack traces and shortened
@@ -27,8 +27,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from kfp_gpu import datadir
-from kfp_gpu.build.compile import compiled_pipeline
+from kfp_gpu.compiler.compile import compiled_pipeline
+from kfp_gpu.inputs import datadir
 from tests.containers.conftest import in_ci
 from tests.doubles.kfp_api import API, EPOCH, FakeKfp, argo_node_id
 

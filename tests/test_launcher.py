@@ -417,7 +417,7 @@ def test_kfp_metrics_and_scaling_efficiency():
 
 
 def test_fetch_model_from_a_shared_path_and_gcs(tmp_path):
-    from kfp_gpu import storage
+    from kfp_gpu.inputs import storage
     from tests import gcs_emulator
 
     src = tmp_path / "shared" / "model"
@@ -453,7 +453,7 @@ def test_launch_refuses_a_non_mpijob(kube, tmp_path):
                            "MPI Operator; see docs/distributed.md)")
 def test_e2e_real_cluster(tmp_path):
     """Creates a small MPIJob, follows it to Succeeded, re-attaches, then cleans up."""
-    from kfp_gpu.build import images
+    from kfp_gpu.release import images
 
     ns = os.environ.get("KFP_GPU_E2E_NAMESPACE", "default")
     program = tuple(shlex.split(os.environ.get(

@@ -130,8 +130,8 @@ def test_e2e_real_cluster_trainjob(tmp_path):
     import shlex
     import time
 
-    from kfp_gpu.build import images
     from kfp_gpu.mpi.spec import names
+    from kfp_gpu.release import images
 
     ns = os.environ.get("KFP_GPU_E2E_NAMESPACE", "default")
     program = tuple(shlex.split(os.environ.get(

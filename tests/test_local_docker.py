@@ -6,9 +6,9 @@ import stat
 
 import pytest
 
-from kfp_gpu.build import images
 from kfp_gpu.local import docker as local_docker
 from kfp_gpu.local import run as local_run
+from kfp_gpu.release import images
 
 
 def test_unknown_runner_is_rejected_with_accepted_values():

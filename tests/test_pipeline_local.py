@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kfp import components, dsl, local
 
-from kfp_gpu.build.compile import package_dir
+from kfp_gpu.compiler.compile import package_dir
 from kfp_gpu.local import run as local_run
 
 

@@ -36,8 +36,9 @@ import pytest
 import yaml
 from kfp import dsl
 
-from kfp_gpu import datadir, gpu
-from kfp_gpu.build import compile as comp
+from kfp_gpu import gpu
+from kfp_gpu.compiler import compile as comp
+from kfp_gpu.inputs import datadir
 from tests.containers.conftest import in_ci
 
 _root = datadir.resolve()

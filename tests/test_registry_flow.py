@@ -17,11 +17,11 @@ import yaml
 from typer.testing import CliRunner
 
 from kfp_gpu import __version__
-from kfp_gpu.build import compile as comp
-from kfp_gpu.build import images
 from kfp_gpu.cli import app
+from kfp_gpu.compiler import compile as comp
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, mpijob, trainjob
+from kfp_gpu.release import images
 from tests.test_trainer_runtime import _kustomize
 
 REGISTRY = "registry.example.com/ml"
@@ -164,12 +164,12 @@ def test_the_component_pod_derives_no_image_from_the_environment():
     from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
 
     source = inspect.getsource(train_resnet_horovod.python_func)
-    assert "kfp_gpu.build" not in source and "imgs." not in source
+    assert "kfp_gpu.release" not in source and "imgs." not in source
     assert "os.environ" not in inspect.getsource(rt.job_image)
     doc = yaml.safe_load((compiled() / "components" / "train_resnet_horovod" /
                           "component.yaml").read_text())
     (ex,) = doc["deploymentSpec"]["executors"].values()
-    assert not any("kfp_gpu.build" in s for s in ex["container"]["command"])
+    assert not any("kfp_gpu.release" in s for s in ex["container"]["command"])
     assert "os.environ" not in inspect.getsource(images)
 
 

@@ -1,4 +1,4 @@
-"""kfp_gpu.storage against a real S3 server on loopback (moto's server mode): the same
+"""kfp_gpu.inputs.storage against a real S3 server on loopback (moto's server mode): the same
 functions and errors as for gs:// and local paths, the endpoint from the AWS variables."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kfp_gpu import storage
+from kfp_gpu.inputs import storage
 from tests import s3_server
 
 

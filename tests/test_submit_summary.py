@@ -24,10 +24,11 @@ from kfp import dsl, local
 from kfp.dsl import Metrics, Model, Output
 from typer.testing import CliRunner
 
-from kfp_gpu import datadir, input_errors, task_outputs
-from kfp_gpu.build.compile import compiled_pipeline
+from kfp_gpu import task_outputs
 from kfp_gpu.cli import submit as submit_cli
 from kfp_gpu.cluster import kfp_api, run_report, submit
+from kfp_gpu.compiler.compile import compiled_pipeline
+from kfp_gpu.inputs import datadir, errors
 from tests.doubles.k8s_api import FakeKube
 from tests.doubles.kfp_api import FakeKfp
 
@@ -89,9 +90,9 @@ def _no_internals(lines: list[str], body: dict) -> None:
 def test_failure_summary_of_the_recorded_run_names_prep_text_and_its_error():
     body = _failed_body()
     (node,) = [c["pod_name"] for c in _row(body, "prep-text")["child_tasks"]]
-    exc = input_errors.MissingColumn("no column 'review' in the table; columns: text, label",
-                                     input="minio://mlpipeline/imdb/train.csv")
-    log = "\n".join(["INFO prep: reading", input_errors.record(exc),
+    exc = errors.MissingColumn("no column 'review' in the table; columns: text, label",
+                               input="minio://mlpipeline/imdb/train.csv")
+    log = "\n".join(["INFO prep: reading", errors.record(exc),
                      "Traceback (most recent call last):", "  ...", f"MissingColumn: {exc}", ""])
     read = _reader({node: log})
     url = run_report.ui_link("http://kfp.example", body["run_id"])
@@ -156,7 +157,7 @@ def test_failure_summary_reads_the_pod_log_through_the_kubernetes_api():
     (node,) = [c["pod_name"] for c in _row(body, "prep-text")["child_tasks"]]
     workflow, hash_ = node.rsplit("-", 1)
     pod = f"{workflow}-system-container-impl-{hash_}"
-    exc = input_errors.EmptyInput("the train split has no rows", input="train.csv")
+    exc = errors.EmptyInput("the train split has no rows", input="train.csv")
     with FakeKube() as kube:
         kube.create_pod("kubeflow", pod, {"pipeline/runid": body["run_id"],
                                           "workflows.argoproj.io/workflow": workflow},
@@ -165,7 +166,7 @@ def test_failure_summary_reads_the_pod_log_through_the_kubernetes_api():
             "workflows.argoproj.io/node-id": node}
         kube.create_pod("kubeflow", f"{workflow}-system-container-impl-1",
                         {"pipeline/runid": "another-run"}, container="main")
-        for line in ("reading train.csv", input_errors.record(exc), "Traceback ..."):
+        for line in ("reading train.csv", errors.record(exc), "Traceback ..."):
             kube.append_log("kubeflow", pod, line)
         read = run_report.kube_log_reader(kube.api_client(), "kubeflow")
         rep = run_report.failure_report(body, _docs(), read, "U")
@@ -474,14 +475,14 @@ def _pods_when_the_run_starts(kfp, kube, logs_of_task: dict[str, list[str]]):
 
 
 def test_submit_wait_failed_prints_the_components_error_from_the_pod_log(tmp_path):
-    exc = input_errors.NotBinaryLabels("label values {0, 1, 2}: expected two classes",
-                                       input="train.csv")
+    exc = errors.NotBinaryLabels("label values {0, 1, 2}: expected two classes",
+                                 input="train.csv")
     script = [("PENDING", 0.3), ("RUNNING", 0.3), ("FAILED", 0)]
     with FakeKfp(script=script, failed_task="train-text-classifier") as kfp, \
             FakeKube() as kube:
         maker = _pods_when_the_run_starts(kfp, kube, {
             "prep-text": ["prep: 300 rows"],
-            "train-text-classifier": ["epoch 1", input_errors.record(exc), "Traceback"]})
+            "train-text-classifier": ["epoch 1", errors.record(exc), "Traceback"]})
         res = cli(PIPELINE, "--host", kfp.url, "--version", "v1", "--wait", "--poll", "0.05",
                   "--kubeconfig", _kubeconfig(tmp_path, kube))
         maker.join(5)

@@ -15,8 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kfp_gpu.build import images
 from kfp_gpu.mpi.spec import ssh as mj
+from kfp_gpu.release import images
 from tests import upstream_crds
 
 ROOT = Path(__file__).resolve().parents[1]

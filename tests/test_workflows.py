@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"

@@ -13,7 +13,7 @@ from kfp.dsl import (
     Output,
 )
 
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -62,7 +62,7 @@ def evaluate_classifier(
     from kfp_gpu.components.evaluate_classifier import html_report as hr
     from kfp_gpu.components.shared import evaluate as ev
     from kfp_gpu.gpu import memory_cap
-    from kfp_gpu.input_errors import reported
+    from kfp_gpu.inputs.errors import reported
 
     memory_cap.apply_gpu_share()
     t0 = time.perf_counter()

@@ -274,8 +274,8 @@ def write(path: str, m: dict, y_true: np.ndarray, y_score: np.ndarray, *, thresh
     ``[UNK]`` for words outside the vocabulary); without a vocabulary only their row,
     classes and score are shown.
     """
-    from kfp_gpu import storage
     from kfp_gpu.components.shared import evaluate as ev
+    from kfp_gpu.inputs import storage
     from kfp_gpu.training import datasets
 
     binary = y_score.ndim == 1 and "roc" in m

@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -33,7 +33,7 @@ def evaluate_shard(
     """
     from kfp_gpu.components.shared import shards
     from kfp_gpu.gpu import memory_cap
-    from kfp_gpu.input_errors import reported
+    from kfp_gpu.inputs.errors import reported
 
     cap = memory_cap.apply_gpu_share()
     with reported(input=model.path):  # one record line for `kfp-gpu run` if this fails

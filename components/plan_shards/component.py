@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import Dataset, Input
 
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)

@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Output
 
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 
 @dsl.component(base_image=images.image(images.TRAINER), install_kfp_package=False)
@@ -57,16 +57,16 @@ def prep_text(
 
     Raises:
         FileNotFoundError: missing input file.
-        ValueError: bad parameters; the kfp_gpu.input_errors family (missing column,
+        ValueError: bad parameters; the kfp_gpu.inputs.errors family (missing column,
             empty file or text, label outside the declared classes, fewer than 2 classes,
             undecodable bytes, a damaged gzip file), recorded for the CLI by ``reported``.
     """
     import json
     import logging
 
-    from kfp_gpu import storage
     from kfp_gpu.components.prep_text import prep
-    from kfp_gpu.input_errors import reported
+    from kfp_gpu.inputs import storage
+    from kfp_gpu.inputs.errors import reported
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with reported(input=source):  # one record line for `kfp-gpu run` if this fails

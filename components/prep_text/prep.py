@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import input_errors as ie
-from kfp_gpu import storage
 from kfp_gpu.components.prep_text import tokens
+from kfp_gpu.inputs import errors as ie
+from kfp_gpu.inputs import storage
 from kfp_gpu.training import datasets
 
 log = logging.getLogger(__name__)
@@ -58,14 +58,14 @@ def sniff_format(uri: str) -> str:
 
 def read_table(uri: str, data_format: str = "auto"):
     """Read a CSV (gzip too), JSON Lines or Parquet table from a local path, ``gs://`` or
-    ``s3://`` (:func:`kfp_gpu.storage.local_copy`).
+    ``s3://`` (:func:`kfp_gpu.inputs.storage.local_copy`).
 
     Returns:
         pandas.DataFrame with the file's columns as read (text columns as str).
 
     Raises:
         FileNotFoundError: the path or object does not exist.
-        ValueError: unknown format. The :mod:`kfp_gpu.input_errors` family (a ValueError):
+        ValueError: unknown format. The :mod:`kfp_gpu.inputs.errors` family (a ValueError):
             UndecodableFile (not UTF-8, unparseable), CorruptArchive (bad or truncated
             gzip), EmptyInput (an empty file); each names ``uri`` as its ``input``.
     """
@@ -101,7 +101,7 @@ def read_table(uri: str, data_format: str = "auto"):
 
 
 #: What a pod without internet can read instead of ``keras:imdb`` (the compile options that
-#: give it access: kfp_gpu.build.task_settings; docs/cluster.md "Data and credentials").
+#: give it access: kfp_gpu.compiler.task_settings; docs/cluster.md "Data and credentials").
 OFFLINE_HINT = ("give source= a table the pod can read: an s3:// URI (compile with "
                 "`kfp-gpu compile --secret-env SECRET` for the AWS_* keys of a Secret), a "
                 "gs:// URI (`--secret-volume SECRET:DIR:KEY` for a service-account key), "
@@ -151,7 +151,7 @@ def to_splits(df, *, text_column: str, label_column: str, positive_label: str,
     if it is empty or absent, a seeded ``test_fraction`` of the rows is held out.
 
     Raises:
-        ValueError (the :mod:`kfp_gpu.input_errors` family: MissingColumn, EmptyInput,
+        ValueError (the :mod:`kfp_gpu.inputs.errors` family: MissingColumn, EmptyInput,
             NotBinaryLabels, InputError): missing column (naming the columns present),
             empty text (row numbers),
             a label outside ``{negative_label, positive_label}`` (naming the values seen),

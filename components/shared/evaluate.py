@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import input_checks, input_errors
+from kfp_gpu.inputs import checks, errors
 from kfp_gpu.training import datasets
 
 MODEL_FILE = "model.keras"
@@ -25,18 +25,18 @@ def load_model(model_path: str):
     """A Keras model from a Model artifact directory (``model.keras`` inside) or a file.
 
     Raises:
-        kfp_gpu.input_errors.NotAModel: no ``model.keras`` there, a file that is not a
+        kfp_gpu.inputs.errors.NotAModel: no ``model.keras`` there, a file that is not a
             ``.keras`` archive, or one Keras cannot load (``input``: ``model_path``).
     """
     import keras
 
-    input_checks.check_model(model_path, MODEL_FILE)
+    checks.check_model(model_path, MODEL_FILE)
     f = Path(model_path) / MODEL_FILE if Path(model_path).is_dir() else Path(model_path)
     try:
         return keras.saving.load_model(f)
     except (ValueError, OSError, KeyError) as e:
-        raise input_errors.NotAModel(f"{f} is not a Keras model Keras can load: "
-                                     f"{type(e).__name__}: {e}", model_path) from e
+        raise errors.NotAModel(f"{f} is not a Keras model Keras can load: "
+                               f"{type(e).__name__}: {e}", model_path) from e
 
 
 def predict(model_path: str, dataset_path: str, batch_size: int = 256):
@@ -216,7 +216,7 @@ def log_outputs(m: dict, metrics, classification_metrics, report_path: str,
     ``classification_metrics`` (kfp ``ClassificationMetrics``) the confusion matrix and,
     for binary models, the ROC curve; ``report_path`` the Markdown report (atomically).
     """
-    from kfp_gpu import storage
+    from kfp_gpu.inputs import storage
 
     for key in SCALARS:
         if not (isinstance(m[key], float) and math.isnan(m[key])):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import storage
+from kfp_gpu.inputs import storage
 from kfp_gpu.training import datasets
 
 PREDICTIONS_FILE = "predictions.npz"

@@ -6,7 +6,7 @@ import dataclasses
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 
 @dsl.component(
@@ -166,8 +166,8 @@ def train_resnet_horovod(
     import json
     import logging
 
-    from kfp_gpu import storage
     from kfp_gpu.components.train_resnet_horovod import run_training as rt
+    from kfp_gpu.inputs import storage
     from kfp_gpu.mpi.spec import backends
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -227,7 +227,7 @@ def train_resnet_horovod(
 
 # The compiled defaults of ``image`` and ``runtime_image``: the Horovod image of the default
 # ImageSet, which ``kfp-gpu compile --registry R`` rewrites in the YAML
-# (kfp_gpu.build.images.apply). Set on the component's spec, not in the signature: KFP embeds
+# (kfp_gpu.release.images.apply). Set on the component's spec, not in the signature: KFP embeds
 # the function's source in the YAML, and a reference there would be one compile cannot
 # rewrite (the signature's "" is never used on a cluster: KFP's driver passes the
 # compiled default).

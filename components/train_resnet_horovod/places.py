@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from kfp_gpu import storage
+from kfp_gpu.inputs import storage
 
 log = logging.getLogger(__name__)
 

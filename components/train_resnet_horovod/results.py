@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from kfp_gpu import storage
+from kfp_gpu.inputs import storage
 from kfp_gpu.mpi.launch.metrics import add_scaling_efficiency
 
 log = logging.getLogger(__name__)

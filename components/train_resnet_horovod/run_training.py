@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import storage
 from kfp_gpu.components.train_resnet_horovod.places import (  # noqa: F401 - rt.<name>
     POD_CHECKPOINTS,
     checkpoint_dir_for,
@@ -37,6 +36,7 @@ from kfp_gpu.components.train_resnet_horovod.results import (  # noqa: F401 - rt
     kfp_scalar_metrics,
     read_metrics_file,
 )
+from kfp_gpu.inputs import storage
 from kfp_gpu.mpi.spec import mpirun
 
 log = logging.getLogger(__name__)

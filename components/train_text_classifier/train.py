@@ -35,8 +35,8 @@ from pathlib import Path
 # Must precede the first TensorFlow import of the process to take effect (see above).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
-from kfp_gpu import storage
 from kfp_gpu.components.train_text_classifier import cpu_lstm
+from kfp_gpu.inputs import storage
 from kfp_gpu.training import datasets
 from kfp_gpu.training.text_data import input_pipeline
 from kfp_gpu.training.text_model import (  # noqa: F401  (re-exported)

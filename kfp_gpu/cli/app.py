@@ -115,8 +115,8 @@ def compile_cmd(
         "--output-dir.")] = None,
 ) -> None:
     """Compile every component and pipeline to YAML (or --check they are current)."""
-    from kfp_gpu.build import compile as comp
-    from kfp_gpu.build import task_settings
+    from kfp_gpu.compiler import compile as comp
+    from kfp_gpu.compiler import task_settings
 
     try:  # each item was checked by its callback; this refuses a mount path given twice
         settings = task_settings.from_options(secret_env or (), pvc or (),
@@ -142,7 +142,7 @@ def compile_cmd(
         _fail("--gpu/--registry/--pin-digests/--secret-env/--pvc/--secret-volume/--resources "
               "need --output-dir DIR: the package's checked-in YAML stays the default build "
               "(kfp-gpu compile --check compares against it)")
-    from kfp_gpu.build import digests
+    from kfp_gpu.release import digests
 
     try:
         with _warnings_once():
@@ -199,8 +199,8 @@ def run_cmd(
     if not local:
         _fail("only --local runs are supported by `run`; to run on a cluster use "
               "`kfp-gpu submit PIPELINE --host URL`")
-    from kfp_gpu.build import params
     from kfp_gpu.local import run as local_run
+    from kfp_gpu.parameters import command_line
 
     errors.set_verbose(verbose)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
@@ -211,8 +211,8 @@ def run_cmd(
     try:
         if summary_json:  # refused before the run, not after it (issue 22 item 4)
             local_run.check_writable_file(summary_json, "--summary-json")
-        raw = params.split_pairs(param or [])
-        params.checked(pipeline, raw, local=True)  # every -p by its declaration (item 6)
+        raw = command_line.split_pairs(param or [])
+        command_line.checked(pipeline, raw, local=True)  # every -p by its declaration (item 6)
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir, verbose=verbose, runner=runner)
     except interrupt.Interrupted as e:  # issue 22 item 1: 130 SIGINT, 143 SIGTERM

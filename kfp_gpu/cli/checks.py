@@ -1,8 +1,8 @@
 """Option callbacks shared by the commands: each refuses a bad value before the command runs
 (exit 2, one line naming the option and what it accepts; issue 22 items 7 and 9).
 
-The rules live in the library (:mod:`kfp_gpu.build.k8s_rules`,
-:class:`kfp_gpu.build.images.ImageSet`); these only turn their ``ValueError`` into
+The rules live in the library (:mod:`kfp_gpu.compiler.k8s_rules`,
+:class:`kfp_gpu.release.images.ImageSet`); these only turn their ``ValueError`` into
 ``typer.BadParameter`` so click names the option.
 """
 
@@ -32,14 +32,14 @@ def _rule(check, *, empty_passes: bool = False, doc: str = ""):
 
 def _k8s(name: str):
     def check(value: str):
-        from kfp_gpu.build import k8s_rules
+        from kfp_gpu.compiler import k8s_rules
 
         return getattr(k8s_rules, name)(value)
     return check
 
 
 def _image_set(value: str) -> None:
-    from kfp_gpu.build import images
+    from kfp_gpu.release import images
 
     images.ImageSet(value)
 
@@ -125,7 +125,7 @@ def pvc(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
         return value
     from pathlib import Path
 
-    from kfp_gpu.build import k8s_rules
+    from kfp_gpu.compiler import k8s_rules
 
     for item in value:
         claim, sep, folder = item.partition("=")
@@ -143,11 +143,11 @@ def pvc(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
 
 def _each(parse_name: str, doc: str):
     """A callback for a repeatable option: every item through
-    ``kfp_gpu.build.task_settings.<parse_name>`` (its ValueError -> ``typer.BadParameter``)."""
+    ``kfp_gpu.compiler.task_settings.<parse_name>`` (its ValueError -> ``typer.BadParameter``)."""
     def callback(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
         if not value or ctx.resilient_parsing:
             return value
-        from kfp_gpu.build import task_settings
+        from kfp_gpu.compiler import task_settings
 
         for item in value:
             try:

@@ -91,8 +91,8 @@ def _needs(pipeline: str | None, request):
     if pipeline:
         import yaml
 
-        from kfp_gpu.build.compile import compiled_pipeline
         from kfp_gpu.cluster.submit import load_spec
+        from kfp_gpu.compiler.compile import compiled_pipeline
 
         load_spec(pipeline)  # one line for a file that is not a compiled pipeline
         path, _ = compiled_pipeline(pipeline)

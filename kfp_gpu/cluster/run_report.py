@@ -15,7 +15,7 @@ is the Argo node id of its executor pod (``<workflow>-<hash>``); the pod itself 
 The pure part (:func:`component_tasks`, :func:`failed_tasks`, :func:`succeeded_tasks`,
 :func:`failure_report`, :func:`outputs_report`) turns that body and the compiled pipeline
 spec into lines; the message of a failed task and the outputs of one that succeeded come
-from its pod's log (the record lines of :mod:`kfp_gpu.input_errors` and
+from its pod's log (the record lines of :mod:`kfp_gpu.inputs.errors` and
 :mod:`kfp_gpu.task_outputs`), read by a function given to them -- :func:`kube_log_reader`
 reads it through the Kubernetes API.
 """
@@ -26,7 +26,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kfp_gpu import input_errors, task_outputs
+from kfp_gpu import task_outputs
+from kfp_gpu.inputs import errors
 
 #: Argo/KFP nodes that are never a component task (anatomy.md; api/26 of the recording).
 INTERNAL = frozenset({"root", "root-driver", "executor", "entrypoint"})
@@ -201,11 +202,11 @@ def succeeded_tasks(run, spec: dict | list | None = None) -> list[Task]:
 
 def message_of(log: str) -> tuple[str, bool | None]:
     """``(message, input_error)`` of a failed task's log (pure): the last
-    :mod:`kfp_gpu.input_errors` record (its message, and ``input`` when it names one),
+    :mod:`kfp_gpu.inputs.errors` record (its message, and ``input`` when it names one),
     else the last non-empty line with ``input_error`` None (no record)."""
     lines = log.splitlines()
     for line in reversed(lines):
-        rec = input_errors.record_of(line)
+        rec = errors.record_of(line)
         if rec is not None:
             msg = str(rec["message"])
             if rec.get("input") and str(rec["input"]) not in msg:
@@ -252,7 +253,7 @@ def failure_report(run, spec: dict | list | None, read_log: LogReader | None, ur
                    no_reader_why: str = "") -> Report:
     """One line per failed component task of a FAILED run (pure but for ``read_log``).
 
-    ``task <name> failed: <message>`` -- the :mod:`kfp_gpu.input_errors` record in the
+    ``task <name> failed: <message>`` -- the :mod:`kfp_gpu.inputs.errors` record in the
     task pod's log (`` (input error)`` appended when it says so), else the log's last
     non-empty line; a log that cannot be read -> ``see <url> (<why>)``. A task whose KFP
     driver failed reads ``task <name> failed before it ran (KFP driver): ...``.

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kfp_gpu import __version__
-from kfp_gpu.build import compile as build_compile
-from kfp_gpu.build import params as pipeline_params
 from kfp_gpu.cluster import kfp_api, run_report
+from kfp_gpu.compiler import compile as build_compile
+from kfp_gpu.parameters import command_line as pipeline_params
 
 
 class KfpUnreachable(ConnectionError):
@@ -219,12 +219,12 @@ def load_spec(pipeline: str) -> tuple[Path, str, dict]:
 
 def arguments(name: str, spec: dict, params: list[str] | None) -> dict:
     """``-p key=value`` items typed by the compiled spec; for a catalog pipeline also
-    checked against its parameter declaration (:func:`kfp_gpu.build.params.checked`).
+    checked against its parameter declaration (:func:`kfp_gpu.parameters.command_line.checked`).
 
     Raises:
         ValueError: unknown parameter, unparsable value or one outside its declared range.
     """
-    from kfp_gpu.build import registry
+    from kfp_gpu.compiler import registry
 
     raw = pipeline_params.split_pairs(params or [])
     args = pipeline_params.typed(raw, pipeline_params.types_of_spec(spec))

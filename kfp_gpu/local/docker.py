@@ -1,7 +1,7 @@
 """kfp.local's DockerRunner for `kfp-gpu run PIPELINE --local --runner docker` (issue 10 item 2).
 
 Every task runs in the image its spec names: the default
-:class:`kfp_gpu.build.images.ImageSet` the components are decorated with, which is how the
+:class:`kfp_gpu.release.images.ImageSet` the components are decorated with, which is how the
 locally built images are tagged (``make images-local``); no environment variable moves it
 (issue 21 item 1). Facts it works around (kfp 2.17,
 kfp/local/config.py DockerRunner and kfp/local/docker_task_handler.py):

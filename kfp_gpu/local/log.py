@@ -14,7 +14,7 @@ artifact to ``sys.stdout``. :class:`TaskLogStream` stands in for ``sys.stdout`` 
   ``epoch N done in ...``, ``prep: ... reviews/s``), prefixed with the task name;
 - on a failed task, one line ``[task] failure in N s``; the error itself is the caller's
   to show (:class:`kfp_gpu.local.run.TaskFailed`: the error's own line, the input, the log),
-  read from the record line the component left (:mod:`kfp_gpu.input_errors`), kept in
+  read from the record line the component left (:mod:`kfp_gpu.inputs.errors`), kept in
   :attr:`TaskLogStream.failures`.
 
 With ``verbose=True`` every line reaches the terminal (tracebacks included), and a failed
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from kfp_gpu import input_errors
+from kfp_gpu.inputs import errors
 
 #: ANSI colour sequences kfp.local puts around task and pipeline names.
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -80,7 +80,7 @@ class TaskLogStream(io.TextIOBase):
         self._started: dict[str, float] = {}
         self._files: dict[str, TextIO] = {}
         self.results: dict[str, tuple[str, float]] = {}
-        #: Task -> the record its component left when it failed (kfp_gpu.input_errors).
+        #: Task -> the record its component left when it failed (kfp_gpu.inputs.errors).
         self.failures: dict[str, dict] = {}
 
     def writable(self) -> bool:
@@ -164,7 +164,7 @@ class TaskLogStream(io.TextIOBase):
     def _task_line(self, me: int, raw: str, line: str, end) -> None:
         task = self._tasks.get(me)
         self._file(task).write(line + "\n")
-        record = input_errors.record_of(line)
+        record = errors.record_of(line)
         if record is not None and task:
             self.failures[task] = record
         if self.verbose:

@@ -11,12 +11,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from kfp_gpu import datadir
-from kfp_gpu.build import parameters, registry
-from kfp_gpu.build import params as params_mod
+from kfp_gpu.compiler import registry
+from kfp_gpu.inputs import datadir
 from kfp_gpu.local import docker as local_docker
 from kfp_gpu.local import interrupt
 from kfp_gpu.local import log as run_log
+from kfp_gpu.parameters import command_line as params_mod
+from kfp_gpu.parameters import declared
 
 DATA_DIR_ENV = datadir.ENV
 RUNNERS = ("subprocess", "docker")
@@ -31,7 +32,7 @@ class TaskFailed(RuntimeError):
     Attributes: ``task`` (its name), ``message`` (the exception message the component
     raised, one line), ``input`` (the path or URI it was reading, None if unknown), ``log``
     (the task's full log file), ``input_error`` (the failure is the input's: a member of
-    :mod:`kfp_gpu.input_errors`; the CLI exits 2 for it, 1 otherwise).
+    :mod:`kfp_gpu.inputs.errors`; the CLI exits 2 for it, 1 otherwise).
     """
 
     def __init__(self, task: str, message: str, input: str | None, log: Path,
@@ -51,7 +52,7 @@ class TaskFailed(RuntimeError):
 
 def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
     """Parameters pointing a pipeline at the real data in the data folder
-    (:func:`kfp_gpu.datadir.resolve`: ``data_dir``, $KFP_GPU_DATA_DIR, ``../shared/data``).
+    (:func:`kfp_gpu.inputs.datadir.resolve`: ``data_dir``, $KFP_GPU_DATA_DIR, ``../shared/data``).
 
     Raises:
         FileNotFoundError: a folder given by ``data_dir`` or $KFP_GPU_DATA_DIR lacks the
@@ -69,7 +70,7 @@ def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
 
 def _task_runner(runner: str, root: str, data_dir: str | None, run_id: str):
     """``(kfp.local runner, clean-up on interrupt or None)``; under docker the data folder
-    (:func:`kfp_gpu.datadir.resolve`) is bound into the task containers when it exists."""
+    (:func:`kfp_gpu.inputs.datadir.resolve`) is bound into the task containers when it exists."""
     from kfp import local
 
     if runner != "docker":
@@ -103,7 +104,7 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
 
     Raises:
         ValueError: unknown pipeline, runner or parameter; a pipeline root that cannot be
-        written. kfp_gpu.input_errors.InputError: a local input file fails its cheap
+        written. kfp_gpu.inputs.errors.InputError: a local input file fails its cheap
         check (``LOCAL_CHECKS``) before any task starts. TaskFailed (a RuntimeError): a
         task failed. RuntimeError: under docker, an output is missing.
         local_docker.EngineUnreachable: ``runner="docker"`` and no Docker engine answers.
@@ -119,7 +120,7 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     pipeline = factory(gpu) if gpu else factory()
     merged = {**default_data_params(name, data_dir), **params}
     kwargs = params_mod.typed(merged, params_mod.types_of_pipeline(pipeline))
-    parameters.check_local_files(name, kwargs)  # a CSV header, a gzip stream: before tasks
+    declared.check_local_files(name, kwargs)  # a CSV header, a gzip stream: before tasks
     root = str(Path(pipeline_root).resolve())
     check_writable_dir(root, "--pipeline-root")
     run_id = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import storage
+from kfp_gpu.inputs import storage
 
 SIDECAR = "dataset.json"
 DATA_SUBDIR = "data"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import storage
+from kfp_gpu.inputs import storage
 from kfp_gpu.training import resnet_data
 from kfp_gpu.training.horovod_config import MODEL_FILE
 

@@ -10,7 +10,7 @@ Sources (the ``source`` argument of :func:`load_source`):
 - a directory holding the four Fashion-MNIST/MNIST IDX files
   (``train-images-idx3-ubyte[.gz]`` ...; the format of LeCun's MNIST page, which
   Fashion-MNIST (Xiao et al. 2017, github.com/zalandoresearch/fashion-mnist) reuses);
-- ``fashion-mnist``: that directory in the data folder (:func:`kfp_gpu.datadir.resolve`:
+- ``fashion-mnist``: that directory in the data folder (:func:`kfp_gpu.inputs.datadir.resolve`:
   ``$KFP_GPU_DATA_DIR``, else ``../shared/data`` beside the checkout);
 - an ``.npz`` file with ``x_train, y_train, x_test, y_test`` (the layout of
   ``keras.datasets.*.load_data`` caches);
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu import datadir
+from kfp_gpu.inputs import datadir
 
 FASHION_MNIST = "fashion-mnist"
 SYNTHETIC = "synthetic"
@@ -164,7 +164,7 @@ def check_source(source: str) -> None:
     """Refuse a local ``source`` that does not exist, before any rank starts TensorFlow.
 
     ``synthetic`` and ``gs://``/``s3://`` URIs pass (the latter are read later, through
-    :mod:`kfp_gpu.storage`); ``fashion-mnist`` must be in the data folder.
+    :mod:`kfp_gpu.inputs.storage`); ``fashion-mnist`` must be in the data folder.
 
     Raises:
         FileNotFoundError: the path, or ``fashion-mnist`` in the data folder, is missing;
@@ -186,7 +186,7 @@ def load_source(source: str, test_source: str = "", synthetic_rows: int = 6000,
 
     Args:
         source: IDX directory, ``fashion-mnist``, ``.npz`` file, Dataset artifact directory
-            or ``synthetic``. ``gs://`` npz files are read through kfp_gpu.storage.
+            or ``synthetic``. ``gs://`` npz files are read through kfp_gpu.inputs.storage.
         test_source: optional Dataset artifact directory (or npz) for the test split,
             used when ``source`` is a Dataset artifact (which holds one split).
         synthetic_rows, image_size, seed: for ``synthetic`` only.
@@ -203,7 +203,7 @@ def load_source(source: str, test_source: str = "", synthetic_rows: int = 6000,
     if source == FASHION_MNIST:
         return load_idx_dir(datadir.find(FASHION_MNIST))
     if source.endswith(".npz"):
-        from kfp_gpu import storage
+        from kfp_gpu.inputs import storage
 
         with storage.local_copy(source) as p, np.load(p) as z:
             missing = {"x_train", "y_train"} - set(z.files)

@@ -26,12 +26,12 @@ def unique(name: str) -> str:
 
 def image_ref(name: str) -> str:
     """The reference of runtime image ``name`` that the checked-in compiled YAML names (the
-    default :class:`kfp_gpu.build.images.ImageSet`, the tag ``make images-local`` gives).
+    default :class:`kfp_gpu.release.images.ImageSet`, the tag ``make images-local`` gives).
 
     Raises:
         ValueError: ``name`` is not trainer, horovod or launcher.
     """
-    from kfp_gpu.build.images import ImageSet
+    from kfp_gpu.release.images import ImageSet
 
     return ImageSet().image(name)
 

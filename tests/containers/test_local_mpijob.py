@@ -2,7 +2,7 @@
 horovod image on a user-defined Docker network, as mpi-operator would run them.
 
 Needs a Docker engine (``DOCKER_HOST``) and the horovod image
-(``kfp_gpu.build.images.image("horovod")``, built by ``make images-local``). Without them the
+(``kfp_gpu.release.images.image("horovod")``, built by ``make images-local``). Without them the
 tests skip with the reason; with ``CI=true`` they fail.
 
 Evidence, not exit codes: ranks report the host they ran on and their uid; ``docker top``

@@ -34,7 +34,7 @@ import requests
 import yaml
 
 import kfp_gpu
-from kfp_gpu.build import digests, images
+from kfp_gpu.release import digests, images
 from tests.containers.conftest import unavailable
 from tests.containers.engine import NAMES, image_ref
 

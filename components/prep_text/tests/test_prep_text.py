@@ -91,7 +91,7 @@ def test_real_imdb_subset(imdb_small):
 def test_gcs_source(tmp_path):
     from google.cloud import storage as gcs
 
-    from kfp_gpu import storage
+    from kfp_gpu.inputs import storage
     from tests import gcs_emulator
 
     table().to_csv(tmp_path / "d.csv.gz", index=False, compression="gzip")
@@ -113,7 +113,7 @@ def test_s3_source_through_the_component_function(tmp_path):
     endpoint and keys from the AWS variables only."""
     import pandas as pd
 
-    from kfp_gpu import datadir, storage
+    from kfp_gpu.inputs import datadir, storage
     from tests import s3_server
 
     real = pd.read_csv(datadir.find("imdb/imdb_50k.csv.gz")).sample(400, random_state=0)

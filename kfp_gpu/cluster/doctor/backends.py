@@ -141,10 +141,10 @@ def backends_section(rep: Report, facts: ClusterFacts, needs: Needs,
 
     ``expected_image``: the node image the runtime must run -- the compiled
     ``runtime_image`` of the pipeline a run will use; default the Horovod image of the
-    default :class:`kfp_gpu.build.images.ImageSet` (a value, never the environment)."""
+    default :class:`kfp_gpu.release.images.ImageSet` (a value, never the environment)."""
     if facts.connect_error:
         return
-    from kfp_gpu.build import images
+    from kfp_gpu.release import images
 
     image = expected_image or images.ImageSet().image(images.HOROVOD)
     dra = needs.request is not None and needs.request.kind == "dra"

@@ -12,7 +12,7 @@ a KFP retry (Argo ``retryStrategy``) runs a NEW pod whose output paths are empty
 new child node, hence a new pod, per attempt; nothing of a failed attempt's outputs is
 handed on), so the record never reaches the retry.
 ``{"apiVersion", "kind", "namespace", "name", "uid"}`` is still written atomically
-(:func:`kfp_gpu.storage.write_text`) as the task's ``mpijob`` output, right after the
+(:func:`kfp_gpu.inputs.storage.write_text`) as the task's ``mpijob`` output, right after the
 create or attach and before the watch.
 """
 
@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from kfp_gpu import storage
+from kfp_gpu.inputs import storage
 from kfp_gpu.mpi.launch.jobs_api import MPIJobClient
 from kfp_gpu.mpi.launch.records import ResourceRecord, phase
 from kfp_gpu.mpi.spec import backends

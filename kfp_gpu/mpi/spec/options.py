@@ -269,7 +269,7 @@ class MPIJobOptions:
     Attributes:
         name: job name (see :func:`kfp_gpu.mpi.spec.names.job_name`).
         image: container image of Launcher and Workers (the ``horovod`` runtime image,
-            ``kfp_gpu.build.images.image("horovod")``).
+            ``kfp_gpu.release.images.image("horovod")``).
         program: argv the ranks run, e.g. ``("kfp-gpu", "train-resnet")``; appended to the
             mpirun command.
         namespace: namespace of the job.
@@ -325,7 +325,7 @@ class MPIJobOptions:
         if not DNS1123_LABEL.match(self.namespace or "") or len(self.namespace) > 63:
             raise ValueError(f"invalid namespace {self.namespace!r}: accepted are DNS-1123 labels")
         if not self.image:
-            raise ValueError("image is required (e.g. kfp_gpu.build.images.image('horovod'))")
+            raise ValueError("image is required (e.g. kfp_gpu.release.images.image('horovod'))")
         argv("program", self.program, "('kfp-gpu', 'train-resnet')")
         for k, v in self.env.items():
             if not _ENV_NAME.match(k) or not isinstance(v, str):

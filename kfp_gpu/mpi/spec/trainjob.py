@@ -264,7 +264,7 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
             request: :data:`kfp_gpu.mpi.spec.claims.DRA_RUNTIME`, whose pods claim the GPUs).
         runtime_image: the image the runtime's ``node`` replicated job runs (for
             ``kfp-gpu-horovod``: the Horovod image of the compile's
-            :class:`kfp_gpu.build.images.ImageSet`, the one ``kfp-gpu compile -o DIR``
+            :class:`kfp_gpu.release.images.ImageSet`, the one ``kfp-gpu compile -o DIR``
             writes into DIR/manifests/trainer; the component passes its compiled
             ``runtime_image``). ``opts.image`` must equal it (:func:`check_image`). None:
             not checked -- the caller vouches that the runtime runs ``opts.image`` (a

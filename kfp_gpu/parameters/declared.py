@@ -8,14 +8,14 @@ one table
   default outside its range;
 - ``kfp-gpu run --local`` and ``kfp-gpu submit`` check every ``-p key=value`` before any
   task starts or anything is uploaded (:func:`validate`, through
-  :func:`kfp_gpu.build.params.checked`): a NaN learning rate, ``epochs=0`` or a dropout
+  :func:`kfp_gpu.parameters.command_line.checked`): a NaN learning rate, ``epochs=0`` or a dropout
   of 1.5 end in one line naming the accepted range, not in a traceback from inside a task;
 - ``kfp-gpu params PIPELINE`` and docs/parameters.md show it (:func:`rows`).
 
 The components keep their own checks (defence in depth: a component can be used outside
 these pipelines). Types are the KFP IR parameter types (``pipeline_spec.proto``
 ``ParameterType``: STRING, NUMBER_INTEGER, NUMBER_DOUBLE, BOOLEAN) that
-:mod:`kfp_gpu.build.params` parses ``-p`` text into.
+:mod:`kfp_gpu.parameters.command_line` parses ``-p`` text into.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Param:
         choices: the accepted texts (empty = any text).
         required: text must be non-empty.
         rule: for text, a check raising ``ValueError`` (e.g. a Kubernetes name rule of
-            :mod:`kfp_gpu.build.k8s_rules`), described by ``rule_words``.
+            :mod:`kfp_gpu.compiler.k8s_rules`), described by ``rule_words``.
         path_keywords: for text naming input data: the values that are not paths (e.g.
             ``keras:imdb``); any other value without ``://`` must exist on this machine for
             a local run (:func:`check_local_paths`). None = not a path.
@@ -201,7 +201,7 @@ def check_local_files(pipeline_name: str, values: Mapping[str, object]) -> None:
     task).
 
     Raises:
-        kfp_gpu.input_errors.InputError: a member of the family, naming the file.
+        kfp_gpu.inputs.errors.InputError: a member of the family, naming the file.
         ValueError: what a check raises otherwise (e.g. an unknown file suffix).
     """
     from pathlib import Path
@@ -267,7 +267,7 @@ def module_of(pipeline_name: str):
     Raises:
         ValueError: not a catalog pipeline (naming the accepted ones).
     """
-    from kfp_gpu.build import registry
+    from kfp_gpu.compiler import registry
 
     if pipeline_name not in registry.PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline_name!r}; accepted: "
@@ -331,10 +331,10 @@ def markdown(pipeline_name: str, table: list[tuple[str, ...]] | None = None) -> 
 
 def docs_page() -> str:
     """docs/parameters.md: every catalog pipeline's parameters (a test keeps it current)."""
-    from kfp_gpu.build import registry
+    from kfp_gpu.compiler import registry
 
     head = ("# Pipeline parameters\n\nGenerated from each pipeline's `PARAMETERS` declaration "
-            "(kfp_gpu/build/parameters.py) by `kfp-gpu params PIPELINE --markdown`; "
+            "(kfp_gpu/parameters/declared.py) by `kfp-gpu params PIPELINE --markdown`; "
             "`kfp-gpu run --local` and `kfp-gpu submit` refuse a value outside *accepted* "
             "before any task starts (exit 2), and `kfp-gpu compile` refuses a default "
             "outside it.\n")

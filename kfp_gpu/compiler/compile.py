@@ -1,9 +1,9 @@
-"""Compile every component and pipeline of the registry (:mod:`kfp_gpu.build.registry`) to
+"""Compile every component and pipeline of the registry (:mod:`kfp_gpu.compiler.registry`) to
 YAML, or check they are current.
 
 The image registry and tag are arguments (``compile_all(..., registry=R)``), applied to each
-compiled document by :func:`kfp_gpu.build.images.apply` (KFP has no compile-time image
-hook: components are decorated with the default :class:`~kfp_gpu.build.images.ImageSet`);
+compiled document by :func:`kfp_gpu.release.images.apply` (KFP has no compile-time image
+hook: components are decorated with the default :class:`~kfp_gpu.release.images.ImageSet`);
 nothing here reads or writes the process environment. With ``output_dir`` the Trainer
 runtime (manifests/trainer) is written beside the YAML with the same images
 (:func:`write_runtime_manifests`), so a TrainJob's launcher and nodes pull the same image.
@@ -19,8 +19,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kfp_gpu import __version__, storage
-from kfp_gpu.build import images, registry, task_settings
+from kfp_gpu import __version__
+from kfp_gpu.compiler import registry, task_settings
+from kfp_gpu.inputs import storage
+from kfp_gpu.release import images
 
 log = logging.getLogger(__name__)
 #: The Trainer runtime's kustomize folder, relative to the repository root.
@@ -69,7 +71,7 @@ def compile_target(t: Target, dest: Path, gpu: str | None = None,
                    image_set: images.ImageSet | None = None,
                    settings: task_settings.TaskSettings | None = None) -> None:
     """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given and
-    the task ``settings`` (:mod:`kfp_gpu.build.task_settings`) if not the default; every
+    the task ``settings`` (:mod:`kfp_gpu.compiler.task_settings`) if not the default; every
     image reference of the default set becomes ``image_set``'s (default: unchanged)."""
     storage.write_text(dest, compile_text(t, gpu, image_set, settings))
 
@@ -90,14 +92,14 @@ def compile_text(t: Target, gpu: str | None = None,
         if t.kind == "pipeline":  # patterns KFP's backend cannot run (ValueError, exit 2)
             import yaml
 
-            from kfp_gpu.build import ir_checks
+            from kfp_gpu.compiler import ir_checks
             ir_checks.check(list(yaml.safe_load_all(raw.read_text(encoding="utf-8"))), t.name)
         return with_images(raw.read_text(encoding="utf-8"), image_set or images.ImageSet())
 
 
 def with_images(text: str, image_set: images.ImageSet,
                 source: images.ImageSet | None = None) -> str:
-    """KFP's compiled YAML ``text`` with :func:`kfp_gpu.build.images.apply` applied to each
+    """KFP's compiled YAML ``text`` with :func:`kfp_gpu.release.images.apply` applied to each
     document, written back the way KFP writes it (kfp 2.17
     ``compiler/pipeline_spec_builder.py`` write_pipeline_spec_to_file: the comment header,
     then ``yaml.dump_all(documents, sort_keys=True)``); the references in the header's
@@ -125,8 +127,8 @@ def repository_root() -> Path:
 def write_runtime_manifests(output_dir: Path, image_set: images.ImageSet) -> list[Path]:
     """Write the Trainer runtime kustomization (manifests/trainer) under
     ``output_dir/manifests/trainer`` with ``image_set``'s images: the files as they are,
-    comments kept, each default-set reference renamed (:func:`kfp_gpu.build.images.
-    rename_text`, checked against :func:`kfp_gpu.build.images.apply` on the parsed
+    comments kept, each default-set reference renamed (:func:`kfp_gpu.release.images.
+    rename_text`, checked against :func:`kfp_gpu.release.images.apply` on the parsed
     documents). So ``kubectl apply -k DIR/manifests/trainer`` installs the
     ClusterTrainingRuntime ``kfp-gpu-horovod`` on the image the compiled YAML's
     ``runtime_image`` names (issue 21 items 1 and 5: Kubeflow Trainer v2.3 gives
@@ -194,7 +196,7 @@ def _write_all(files: dict[Path, str], output_dir: Path | None) -> list[Path]:
     output folder). With ``output_dir`` the whole set is written into a temp folder beside
     it first: a new ``output_dir`` is that folder renamed (one ``rename(2)``), an existing
     one gets each file moved in with ``os.replace`` (files of its own it had stay). Without
-    it (the package folders) each file is replaced atomically (:func:`kfp_gpu.storage.
+    it (the package folders) each file is replaced atomically (:func:`kfp_gpu.inputs.storage.
     write_text`). On any error the temp folder is removed and nothing is moved.
 
     Returns:
@@ -257,20 +259,20 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
     when a compiled YAML names the Horovod image (it can start a TrainJob).
 
     ``pin_digests`` (issue 23 item 3): the images the compiled YAML names are resolved in
-    the registry (:func:`kfp_gpu.build.digests.pin`, before anything is written) and every
+    the registry (:func:`kfp_gpu.release.digests.pin`, before anything is written) and every
     reference -- executors, the MPIJob/TrainJob ``image``/``runtime_image`` defaults,
     DIR/manifests/trainer -- becomes ``R/kfp-gpu-<name>@sha256:...``.
 
     ``settings`` (``--secret-env``/``--pvc``/``--secret-volume``/``--resources``,
-    :mod:`kfp_gpu.build.task_settings`) go on every task of every compiled pipeline.
+    :mod:`kfp_gpu.compiler.task_settings`) go on every task of every compiled pipeline.
 
     Raises:
-        ValueError: a bad registry or tag (:class:`kfp_gpu.build.images.ImageSet`), a
+        ValueError: a bad registry or tag (:class:`kfp_gpu.release.images.ImageSet`), a
             non-default one (or ``pin_digests``, or ``settings``) without ``output_dir``
             (the package's YAML is the default build), an unknown ``only``, ``settings``
             with no pipeline compiled, ``--resources`` naming no task of the compiled
             pipelines (the message lists the accepted names).
-        kfp_gpu.build.digests.ImageMissing / RegistryUnreachable: with ``pin_digests``.
+        kfp_gpu.release.digests.ImageMissing / RegistryUnreachable: with ``pin_digests``.
     """
     image_set = images.ImageSet(registry or images.DEFAULT_REGISTRY, tag or __version__)
     if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
@@ -289,7 +291,7 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
                                      settings if t.kind == "pipeline" else None)
                 for t in chosen}
     if pin_digests:
-        from kfp_gpu.build import digests
+        from kfp_gpu.release import digests
 
         tagged = image_set
         image_set = digests.pin(tagged, images.referenced(compiled.values(), tagged))

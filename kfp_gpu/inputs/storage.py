@@ -19,7 +19,7 @@ by the standard AWS environment variables, as botocore reads them:
   passes ``AWS_REGION`` as the region when ``AWS_DEFAULT_REGION`` is unset.
 
 ``kfp-gpu compile --secret-env SECRET`` puts these variables on every task from a
-Kubernetes Secret (:mod:`kfp_gpu.build.task_settings`).
+Kubernetes Secret (:mod:`kfp_gpu.compiler.task_settings`).
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def coerce(raw: str, ptype: str):
 
 def checked(pipeline_name: str, raw: Mapping[str, str], local: bool = False) -> dict:
     """``-p`` text values of catalog pipeline ``pipeline_name``, typed by its parameter
-    declaration (``PARAMETERS``, :mod:`kfp_gpu.build.parameters`) and checked against it:
+    declaration (``PARAMETERS``, :mod:`kfp_gpu.parameters.declared`) and checked against it:
     what ``run --local`` and ``submit`` call before any task starts or anything is uploaded.
     ``local``: the run is on this machine, so input paths must exist here too.
 
@@ -89,7 +89,7 @@ def checked(pipeline_name: str, raw: Mapping[str, str], local: bool = False) -> 
             one outside its declared range (one line naming the accepted values), or a
             parameter without a default left out.
     """
-    from kfp_gpu.build import parameters
+    from kfp_gpu.parameters import declared as parameters
 
     declared = parameters.declared(pipeline_name)
     values = typed(raw, {k: p.type for k, p in declared.items()})

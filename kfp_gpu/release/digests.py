@@ -3,9 +3,9 @@ item 3).
 
 The only I/O of pinning: :func:`resolve` asks the registry which manifest each image's tag
 names, over the OCI distribution API, and :func:`pin` turns an
-:class:`~kfp_gpu.build.images.ImageSet` into its pinned set
+:class:`~kfp_gpu.release.images.ImageSet` into its pinned set
 (``R/kfp-gpu-<name>@sha256:...``); rewriting the compiled YAML is pure
-(:func:`kfp_gpu.build.images.apply`).
+(:func:`kfp_gpu.release.images.apply`).
 
 Protocol, as followed here:
 - ``HEAD /v2/<repository>/manifests/<tag>`` with ``Accept`` listing the OCI image index and
@@ -51,7 +51,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from kfp_gpu.build import images
+from kfp_gpu.release import images
 
 #: What the manifest request accepts: OCI index and manifest (opencontainers/image-spec
 #: v1.1.0 media-types.md), Docker manifest list and v2 manifest (distribution/distribution
@@ -167,7 +167,7 @@ def resolve(image_set: images.ImageSet, names: Iterable[str] = images.NAMES, *,
     Args:
         image_set: registry and tag; its digests, if any, are ignored (the tag is asked).
         names: images to resolve, e.g. those a compiled pipeline names
-            (:func:`kfp_gpu.build.images.referenced`).
+            (:func:`kfp_gpu.release.images.referenced`).
         session: a ``requests.Session`` (default: a new one).
         timeout_s: seconds per request.
 

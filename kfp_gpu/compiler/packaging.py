@@ -2,7 +2,7 @@
 generated copy: setuptools' ``packages.find`` cannot map ``components/`` and ``pipelines/``
 under ``kfp_gpu``, see the ``package-dir`` table there).
 
-``python -m kfp_gpu.build.packaging --check`` fails when the list in pyproject.toml differs
+``python -m kfp_gpu.compiler.packaging --check`` fails when the list in pyproject.toml differs
 from the folders; ``--write`` rewrites it. Tests folders (``*/tests``) are not shipped.
 """
 
@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from kfp_gpu import datadir
+from kfp_gpu.inputs import datadir
 
 #: Import prefix -> folder, as pyproject.toml's ``[tool.setuptools] package-dir``.
 PACKAGE_DIRS = {"kfp_gpu": "kfp_gpu", "kfp_gpu.components": "components",
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--write" in args:
         pyproject.write_text(text[:m.start()] + want + text[m.end():], encoding="utf-8")
         return 0
-    print("pyproject.toml's package list is stale; run python -m kfp_gpu.build.packaging "
+    print("pyproject.toml's package list is stale; run python -m kfp_gpu.compiler.packaging "
           f"--write. Expected:\n{want}", file=sys.stderr)
     return 1
 

@@ -9,7 +9,7 @@ How the registry chosen at compile time reaches every image the pipeline starts 
 item 1; DESIGN.md "Images and releases"): the components are decorated with the DEFAULT
 set (``base_image=images.image(images.TRAINER)``; ``train_resnet_horovod``'s ``image`` and
 ``runtime_image`` inputs default to the Horovod image), and ``kfp-gpu compile --registry R``
-(:func:`kfp_gpu.build.compile.compile_all` ``registry=``) applies ``ImageSet(R)`` to the
+(:func:`kfp_gpu.compiler.compile.compile_all` ``registry=``) applies ``ImageSet(R)`` to the
 compiled documents with :func:`apply` -- executors' ``container.image`` and the inputs'
 compiled defaults alike, every string that is a default-set reference. The component pod
 reads its images from its inputs, never from the environment; ``compile -o DIR`` also
@@ -17,7 +17,7 @@ writes DIR/manifests/trainer, the Trainer runtime on the same set (:func:`rename
 
 Pinned sets (issue 23 item 3): ``ImageSet(R).pinned({"trainer": "sha256:..."})`` names
 ``R/kfp-gpu-trainer@sha256:...`` -- the bytes a team reviewed, not a mutable tag. The digests
-come from the registry (:mod:`kfp_gpu.build.digests`, the only I/O); everything here stays
+come from the registry (:mod:`kfp_gpu.release.digests`, the only I/O); everything here stays
 pure, and :func:`apply` / :func:`rename_text` carry a tag set to its pinned set the same way
 they carry the default set to another registry (``source=`` the tag set).
 """

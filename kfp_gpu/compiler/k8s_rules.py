@@ -13,7 +13,7 @@ The rules are those of kubernetes/apimachinery (HEAD eed236ce, v0.37 line):
   ``NameIsDNSLabel`` / ``NameIsDNSSubdomain``).
 
 Image references follow the distribution/reference grammar in
-:class:`kfp_gpu.build.images.ImageSet`. Each check raises ``ValueError`` with one line: what
+:class:`kfp_gpu.release.images.ImageSet`. Each check raises ``ValueError`` with one line: what
 was wrong, where (``where``), and what is accepted.
 """
 
@@ -117,9 +117,9 @@ def gpu_request(text: str, where: str = "") -> gpu.GpuRequest:
 def image_reference(ref: str, where: str = "") -> str:
     """``ref`` if it is an image reference ``name[:tag][@sha256:...]`` by the
     distribution/reference grammar (v0.6.0 regexp.go ``ReferenceRegexp``: the name and tag
-    patterns of :mod:`kfp_gpu.build.images`; a digest is ``algorithm:hex``), else
+    patterns of :mod:`kfp_gpu.release.images`; a digest is ``algorithm:hex``), else
     ``ValueError``."""
-    from kfp_gpu.build import images
+    from kfp_gpu.release import images
 
     name, at, digest = ref.partition("@") if isinstance(ref, str) else ("", "", "")
     head, colon, tag = name.rpartition(":")

@@ -4,7 +4,7 @@ What costs a header or one pass over the bytes, not a parse of the whole table: 
 header row, a JSON Lines file's first object, a Parquet file's schema (its footer), a gzip
 stream's integrity (decompressed once, CRC and length checked by Python's ``gzip``), UTF-8
 text (an incremental decoder over the stream), a model folder's ``model.keras``. Each
-raises the member of :mod:`kfp_gpu.input_errors` the component itself would raise later,
+raises the member of :mod:`kfp_gpu.inputs.errors` the component itself would raise later,
 with the same words, so a run fails in one line before a task process starts.
 gs:// URIs are not read here (the task reads them).
 """
@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from kfp_gpu import input_errors as ie
+from kfp_gpu.inputs import errors as ie
 
 CHUNK = 1 << 20
 #: Keras' native format is a zip archive (keras/src/saving/saving_lib.py save_model).

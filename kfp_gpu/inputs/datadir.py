@@ -21,7 +21,7 @@ DEFAULT_RELATIVE = "../shared/data"
 def checkout() -> Path | None:
     """The source checkout holding this package (``pyproject.toml`` beside ``kfp_gpu/``), or
     None when the package was installed from a wheel."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     return root if (root / "pyproject.toml").is_file() else None
 
 

@@ -40,13 +40,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kfp_gpu.build import k8s_rules
+from kfp_gpu.compiler import k8s_rules
 
 #: Keys ``--secret-env SECRET`` reads as env vars of the same names, required (the pod
 #: does not start without them: Kubernetes ``secretKeyRef``).
 AWS_REQUIRED = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 #: Keys it reads when the Secret has them (``optional: true``): the endpoint of
-#: MinIO/SeaweedFS, the region, a session token (kfp_gpu.storage's module docstring).
+#: MinIO/SeaweedFS, the region, a session token (kfp_gpu.inputs.storage's module docstring).
 AWS_OPTIONAL = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION",
                 "AWS_SESSION_TOKEN")
 #: google-auth's variable for a service-account key file (``google/auth/_default.py``
@@ -303,7 +303,7 @@ def default_resources(pipelines: Mapping[str, str] | None = None
                       ) -> dict[str, dict[str, Resources]]:
     """Pipeline name -> {task display name: default Resources}, read from each pipeline
     module's ``TASK_RESOURCES`` (``pipelines`` defaults to the registry's)."""
-    from kfp_gpu.build import registry
+    from kfp_gpu.compiler import registry
 
     out = {}
     for name, ref in sorted((pipelines or registry.PIPELINES).items()):

@@ -1,2 +1,0 @@
-"""Build artefacts: compiled component/pipeline YAML, runtime image names, and the registry
-of components and pipelines."""
