@@ -122,7 +122,7 @@ def compile_cmd(
         settings = task_settings.from_options(secret_env or (), pvc or (),
                                               secret_volume or (), resources or ())
     except ValueError as e:
-        _fail(str(e))
+        _fail(errors.refusal(e))
     if check:
         if gpu or output_dir or registry or pin_digests or not settings.is_default():
             _fail("--check compares the checked-in YAML (the default registry); it takes no "
@@ -131,7 +131,7 @@ def compile_cmd(
         try:
             problems = comp.check_all(only)
         except ValueError as e:
-            _fail(str(e))
+            _fail(errors.refusal(e))
         for p in problems:
             typer.echo(p)
         if problems:
@@ -148,7 +148,9 @@ def compile_cmd(
         with _warnings_once():
             written = comp.compile_all(output_dir, gpu, only, registry=registry,
                                        pin_digests=pin_digests, settings=settings)
-    except (ValueError, digests.ImageMissing) as e:
+    except ValueError as e:  # an input error: one line, 2; a bug: raised on (issue 37)
+        _fail(errors.refusal(e))
+    except digests.ImageMissing as e:
         _fail(str(e))
     except digests.RegistryUnreachable as e:
         _fail(str(e), code=3)
@@ -219,7 +221,7 @@ def run_cmd(
         typer.secho(e.message(), fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(e.exit_code) from None
     except (ValueError, FileNotFoundError) as e:
-        _fail(str(e))
+        _fail(errors.refusal(e))
     except local_docker.EngineUnreachable as e:
         _fail(str(e), code=3)
     except local_run.TaskFailed as e:  # issue 30 item 1: at most 4 lines, 2 for the input
@@ -239,7 +241,7 @@ def _task_failed(e) -> None:
     typer.secho(f"error: {first}", fg=typer.colors.RED, err=True)
     for line in rest:
         typer.echo(line, err=True)
-    raise typer.Exit(errors.USAGE if e.input_error else errors.FAILED)
+    raise typer.Exit(errors.task_status(e.input_error))
 
 
 def _print_summary(s: dict) -> None:

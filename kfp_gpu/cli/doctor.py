@@ -62,8 +62,9 @@ def doctor_command(
         if needs is not None:
             needs.backend = backend
     except (ValueError, FileNotFoundError) as e:
+        message = errors.refusal(e)  # a ValueError that is a bug: exit 1 (issue 37)
         errors.trace()
-        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     kfp = {"kfp_host": kfp_host, "kfp_token": kfp_api.kfp_token() if kfp_host else None,
            "kfp_ca_cert": ssl_ca_cert, "kfp_verify": not insecure_skip_tls_verify}

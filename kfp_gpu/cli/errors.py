@@ -1,25 +1,32 @@
 """The one place where the CLI turns an exception into an exit status and one line.
 
 Exit statuses of every ``kfp-gpu`` command (README "Exit codes"; issue 22 item 10, the
-classes kubectl, docker and pip keep apart):
+classes kubectl, docker and pip keep apart; issue 37 item 5: one rule for an exception
+raised in this process and for a task's record alike):
 
 ====  ================================================================================
 0     ok
-1     the job ran and failed (a task, an MPIJob, a KFP run), or an internal error
+1     the job ran and failed (a task, an MPIJob, a KFP run), or an internal error (a bug:
+      any exception not classed below; the one line says ``internal error`` and ``-v``)
 2     usage or input error: a bad option or parameter, a missing, unreadable or corrupt
-      file, a destination that cannot be written
-3     the cluster or the engine is unreachable (KFP API, Kubernetes API, Docker engine)
+      file, a destination that cannot be written; a task that refused its input
+3     the environment: the cluster or the engine is unreachable (KFP API, Kubernetes API,
+      Docker engine), the disk is full, memory or file handles ran out
 130   interrupted by SIGINT (Ctrl-C); 143 by SIGTERM
 ====  ================================================================================
 
 :func:`classify` maps an exception to ``(status, message)``; :class:`Group` (the typer app's
 click group) applies it to whatever a command raises, prints ``error: <message>`` on one
 line (stderr, red) and exits with the status -- the Python traceback only with
-``kfp-gpu -v`` (or a command's own ``-v``).
+``kfp-gpu -v`` (or a command's own ``-v``). :func:`task_status` is the same rule for the
+record a failed task leaves (:mod:`kfp_gpu.inputs.errors`); :func:`refusal` lets a command
+that catches ``ValueError`` itself keep only the input errors.
 """
 
 from __future__ import annotations
 
+import errno
+import linecache
 import sys
 import traceback
 
@@ -32,6 +39,13 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperCommand, TyperGroup
 
 OK, FAILED, USAGE, UNREACHABLE, SIGINT, SIGTERM = 0, 1, 2, 3, 130, 143
+#: Status 3 is the environment's: an unreachable service, a full disk, no memory.
+ENVIRONMENT = UNREACHABLE
+#: ``OSError`` numbers that are the machine's condition, not the user's input (exit 3).
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+#: Top-level packages whose ``raise ValueError(...)`` is a refusal of input by convention:
+#: the library's rules raise it with the message meant for the user.
+_OURS = {"kfp_gpu", "components", "pipelines"}
 
 
 class CliError(Exception):
@@ -108,6 +122,41 @@ def _os_message(exc: OSError) -> str:
     return what
 
 
+def _environment_message(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename is not None else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "no space left" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+        return (f"the disk is full ({what}){where}; free space there or write elsewhere")
+    return f"out of system resources ({exc.strerror or type(exc).__name__}){where}"
+
+
+def is_input_error(exc: BaseException) -> bool:
+    """Whether a ``ValueError`` is a refusal of the user's input (exit 2) rather than a bug
+    (exit 1): a member of :class:`kfp_gpu.inputs.errors.InputError`'s family, a JSON or
+    Unicode decoding error, or a ``ValueError`` raised by a ``raise`` statement of this
+    project's own code (kfp_gpu, components, pipelines: the library's rules refuse a value
+    that way, with the message for the user). A ``ValueError`` from any other code (a
+    third-party library, the standard library's Python code, an unpacking or ``int()``
+    inside our code) is internal. One constructed but never raised (no traceback) counts
+    as a refusal."""
+    import json
+
+    from kfp_gpu.inputs.errors import InputError
+
+    if isinstance(exc, InputError | json.JSONDecodeError | UnicodeDecodeError):
+        return True
+    if not isinstance(exc, ValueError):
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).lstrip()
+    return module in _OURS and line.startswith("raise ")
+
+
 def _caused_by_connection(exc: BaseException) -> bool:
     """Whether a connection failure (:data:`_UNREACHABLE`) is in ``exc``'s cause/context
     chain: the Docker SDK wraps the requests/urllib3 error it got from the engine's socket
@@ -133,15 +182,19 @@ _VERBOSE_HINT = " (run with -v for the traceback)"
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
-    """``(exit status, one-line message)`` for an exception a command let through.
+    """``(exit status, one-line message)`` for an exception a command let through: the one
+    rule, input -> 2, environment -> 3, job or internal -> 1.
 
     :class:`CliError` -> its own status; a Docker SDK error caused by a connection failure
     -> 3, "no Docker engine answers at $DOCKER_HOST"; connection failures (requests/urllib3,
-    a Kubernetes ``ApiException`` with
-    status 0) -> 3; YAML errors, ``ValueError`` (JSON, Unicode decoding), ``OSError``
-    (missing file, no permission, not a directory, a bad gzip file), ``EOFError``
+    a Kubernetes ``ApiException`` with status 0) -> 3; an ``OSError`` of the machine (disk
+    full ``ENOSPC``/``EDQUOT``, ``ENOMEM``, ``EMFILE``/``ENFILE``) -> 3, "the disk is
+    full"; YAML errors, an input ``ValueError`` (:func:`is_input_error`: InputError, JSON,
+    Unicode decoding, a refusal our code raised), any other ``OSError`` (missing file, no
+    permission, not a directory, a read-only destination, a bad gzip file), ``EOFError``
     (truncated compressed file), a kubeconfig ``ConfigException`` -> 2; a Kubernetes or
-    KFP API refusal -> 1 with its status; anything else -> 1, ``internal error``.
+    KFP API refusal -> 1 with its status; anything else, a ``ValueError`` that is not an
+    input error included -> 1, ``internal error`` with the ``-v`` hint.
     """
     names = _names(exc)
     if isinstance(exc, CliError):
@@ -161,8 +214,10 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return USAGE, f"invalid kubeconfig: {one_line(str(exc))}"
     if isinstance(exc, UnicodeDecodeError):
         return USAGE, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-    if isinstance(exc, ValueError):
+    if isinstance(exc, ValueError) and is_input_error(exc):
         return USAGE, one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS:
+        return ENVIRONMENT, _environment_message(exc)
     if isinstance(exc, OSError):
         return USAGE, _os_message(exc)
     if isinstance(exc, EOFError):
@@ -172,6 +227,29 @@ def classify(exc: BaseException) -> tuple[int, str]:
     text = one_line(str(exc))
     return FAILED, (f"internal error: {type(exc).__name__}" + (f": {text}" if text else "")
                     + _VERBOSE_HINT)
+
+
+def task_status(input_error: bool) -> int:
+    """The status of a task that failed and left its record (``kfp_gpu.inputs.errors.record``
+    and ``record_of``; ``kfp-gpu run --local``, ``kfp-gpu submit``): 2 when the task
+    refused its input (the record's ``input_error``, the task's exception being an
+    :class:`~kfp_gpu.inputs.errors.InputError`), else 1, the job failed -- the same rule
+    :func:`classify` applies to an ``InputError`` raised in this process."""
+    return USAGE if input_error else FAILED
+
+
+def refusal(exc: Exception) -> str:
+    """``str(exc)`` when :func:`classify` calls ``exc`` an input error (exit 2), for a
+    command that catches ``ValueError`` (or ``FileNotFoundError``) itself to print one line
+    and exit 2; any other exception (an internal ``ValueError``, a full disk) is raised
+    again, so that :class:`Group` reports it by the one rule.
+
+    Raises:
+        Exception: ``exc`` itself, when it is not an input error.
+    """
+    if classify(exc)[0] != USAGE:
+        raise exc
+    return str(exc)
 
 
 def report(exc: BaseException) -> int:

@@ -6,8 +6,9 @@ images (one Dockerfile each under images/); ``ImageSet().image("trainer")`` is
 convention of Google Cloud Pipeline Components).
 
 How the registry chosen at compile time reaches every image the pipeline starts (issue 21
-item 1; DESIGN.md "Images and releases"): the components are decorated with the DEFAULT
-set (``base_image=images.image(images.TRAINER)``; ``train_resnet_horovod``'s ``image`` and
+item 1; images/README.md: a compile-time value, never read at run time): the components
+are decorated with the DEFAULT set (``base_image=images.image(images.TRAINER)``;
+``train_resnet_horovod``'s ``image`` and
 ``runtime_image`` inputs default to the Horovod image), and ``kfp-gpu compile --registry R``
 (:func:`kfp_gpu.compiler.compile.compile_all` ``registry=``) applies ``ImageSet(R)`` to the
 compiled documents with :func:`apply` -- executors' ``container.image`` and the inputs'

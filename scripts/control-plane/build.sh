@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Build the test control plane from its pinned Go modules (one wrapper go.mod per tool in
-# this folder; ../shared/CONTROL_PLANE.md is the recipe) into a cache outside the checkout.
+# this folder; tests/cluster/README.md "How the plane is built and run" is the recipe)
+# into a cache outside the checkout.
 #
 #   build.sh [TIER|TOOL ...]   build what is missing: tier1 (default) = k8s etcd kwok
 #                              mpi-operator; tier2 = jobset trainer; tier3 = kueue; all
 #   build.sh --dir TOOL        print the folder holding TOOL's binaries (exit 1 if not built)
 #
 # Each tool's binaries live in $KFP_GPU_CP_CACHE/<tool>-<key>/ where key hashes the tool's
-# go.mod, go.sum, this script and `go version`: a version bump builds anew, nothing else
-# does. Go's own caches (GOMODCACHE, GOCACHE) stay at their defaults and are reused.
+# go.mod, go.sum, this script less its comment lines and `go version`: a version bump builds
+# anew, nothing else does. Go's own caches (GOMODCACHE, GOCACHE) stay at their defaults and
+# are reused.
 # Nothing built here is committed; nothing fetched lands in the checkout.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -21,7 +23,9 @@ tier2=(jobset trainer)
 tier3=(kueue)
 
 key() {  # key TOOL: the cache key of TOOL's binaries
-  { cat "$here/$1/go.mod" "$here/$1/go.sum" "$here/build.sh"; go version; } | sha256sum | cut -c1-16
+  # build.sh without its comment lines: a comment edit keeps every cache
+  { cat "$here/$1/go.mod" "$here/$1/go.sum"; grep -v '^[[:space:]]*#' "$here/build.sh"
+    go version; } | sha256sum | cut -c1-16
 }
 dir_of() { echo "$cache/$1-$(key "$1")"; }
 

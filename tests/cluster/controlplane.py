@@ -6,8 +6,8 @@ from their pinned Go modules by scripts/control-plane/build.sh and run on loopba
     python -m tests.cluster.controlplane down [--dir D]  # stops what up started, by pid
     (make cluster-up / make cluster-down)
 
-How it is put together (../shared/CONTROL_PLANE.md is the recipe; each step names its
-upstream source):
+How it is put together (tests/cluster/README.md "How the plane is built and run" is the
+recipe; each step names its upstream source):
 
 - kwokctl (sigs.k8s.io/kwok@v0.8.0) ``create cluster --runtime binary`` with every binary
   given as a local path (pkg/kwokctl/runtime/file.go: a path that exists is used as is, no
