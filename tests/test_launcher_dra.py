@@ -106,13 +106,13 @@ def test_trainjobs_share_the_runtimes_template_only_for_the_same_request(kube):
     launch_claims.check_before_create(jobs, same)  # same request: fine
     b = jobs.create("ml", same)
     shared = launch_claims.ensure_template(jobs, b)
-    assert [o["name"] for o in shared["metadata"]["ownerReferences"]] == ["tj-a"]
+    assert [o["name"] for o in shared["metadata"]["ownerReferences"]] == ["tj-a", "tj-b"]
     other = make_trainjob("dra:gpu=1", "tj-c")
     with pytest.raises(launch_claims.ClaimTemplateConflict) as e:
         launch_claims.check_before_create(jobs, other)
     msg = str(e.value)
     assert "ml/kfp-gpu-horovod-dra-gpu exists for another GPU request (owned by TrainJob " \
-        "tj-a)" in msg and "kubeflow/trainer PR 4027" in msg and "\n" not in msg
+        "tj-a, TrainJob tj-b)" in msg and "kubeflow/trainer PR 4027" in msg and "\n" not in msg
 
 
 def test_another_request_is_refused_before_the_job_is_created(kube, tmp_path):

@@ -43,7 +43,8 @@ LAUNCHER_RULES = {
     ("", "pods"): {"get", "list"},  # issue 11 item 19: no verb nothing uses
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},
-    ("resource.k8s.io", "resourceclaimtemplates"): {"create", "get", "delete"},  # dra requests
+    ("resource.k8s.io", "resourceclaimtemplates"): {"create", "get", "delete",
+                                                    "patch"},  # dra requests; patch: co-owners
 }
 
 

@@ -30,17 +30,32 @@ Upstream behaviour each test relies on (kubernetes v1.36.3):
 Also here: every ``dra`` form's template, MPIJob and TrainJob server-side applied
 (strict, dry run), the DRA runtime of manifests/trainer-dra, tier 2's TrainJob through it,
 and ``kfp-gpu doctor`` reading the real slices.
+
+Issue 37 item 4 (kfp_gpu/mpi/launch/claims.py): a template that cannot be made once the job
+exists -- kube-apiserver's RBAC 403 for a ServiceAccount whose Role lacks
+``resourceclaimtemplates`` create, another request's template that appeared after the
+check, a client timeout -- deletes the job (Foreground) and ends the launcher with one
+line; two TrainJobs on the runtime's per-namespace template both own it, and the first
+one's deletion leaves it (pkg/controller/garbagecollector ``attemptToDeleteItem``: a
+dependent with a solid owner is not collected; the gone owner's reference is patched away)
+to the second, suspended until then, whose pods then claim from it; kube-apiserver refuses
+the owner patch with a stale ``resourceVersion`` (409); a ``dra`` MPIJob runs under the
+project's Role (manifests/rbac) instead of the admin client.
 """
 
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from kfp_gpu import gpu
 from kfp_gpu.gpu import claim
+from kfp_gpu.mpi.launch import attach, jobs_api
+from kfp_gpu.mpi.launch import claims as launch_claims
 from kfp_gpu.mpi.launch.records import PendingTimeout
 from kfp_gpu.mpi.spec import backends, claims, mpijob, trainjob
 from tests.cluster import jobs, kube, nodes
@@ -49,7 +64,9 @@ from tests.cluster.test_api_accepts import (  # noqa: F401 - trainer_crds: a fix
     server_apply,
     trainer_crds,
 )
+from tests.cluster.test_rbac import SA, install_rbac, sa_client
 from tests.doubles import nvidia_dra
+from tests.test_launcher_dra_orphans import template_creates_time_out
 from tests.test_manifests import MANIFESTS
 
 DRA_NODES = {"dra-h100-01": nvidia_dra.h100_node_slice,
@@ -264,3 +281,188 @@ def test_the_dra_runtime_and_the_shipped_objects_are_accepted(plane, trainer_crd
     docs += [*nvidia_dra.device_classes(), *(make(n) for n, make in DRA_NODES.items())]
     r = server_apply(plane, docs)
     assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------- issue 37 item 4: no orphans
+def test_a_dra_mpijob_runs_under_the_projects_role(plane, api, namespace, dra_cluster,
+                                                   tmp_path):
+    """The launcher as the ServiceAccount of manifests/rbac (not the admin): the check's GET,
+    the template's create, the MPIJob; the Workers claim MIG devices and run."""
+    install_rbac(plane, namespace)
+    client = sa_client(plane, namespace, tmp_path)
+    name = "resnet-dra-sa"
+    run = jobs.Launch(client, jobs.component_job(namespace, name, gpu="dra:mig=1g.10gb"),
+                      tmp_path / "record.json")
+    run.start()
+    uid = kube.wait_for(lambda: (jobs.mpijob(api, namespace, name) or {}).get(
+        "metadata", {}).get("uid"), 60, "the MPIJob")
+    t = kube.wait_for(lambda: template(api, namespace, claims.template_name(name)), 60,
+                      "the claim template")
+    assert [o["uid"] for o in t["metadata"]["ownerReferences"]] == [uid]
+    kube.wait_for(lambda: len([p for p in worker_pods(api, namespace, name)
+                               if p.status.phase == "Running"]) == 2 or None, 180,
+                  "both Workers Running")
+    jobs.end_launcher(api, namespace, name, "succeed")
+    result, error = run.outcome()
+    assert error is None and result.status == "Succeeded", error
+
+
+def test_a_403_on_the_template_deletes_the_job_and_the_launcher_says_why(plane, api,
+                                                                         namespace, tmp_path):
+    """``python -m kfp_gpu.mpi.launch.launcher`` as a ServiceAccount whose Role lacks
+    ``resourceclaimtemplates`` create: the MPIJob is created, the template's POST gets
+    kube-apiserver's 403, the MPIJob is deleted; exit 1, the last stderr line says why."""
+    install_rbac(plane, namespace, drop=("resourceclaimtemplates", "create"))
+    sa_client(plane, namespace, tmp_path).close()  # writes tmp_path/sa-kubeconfig
+    name = "resnet-dra-403"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(
+        jobs.component_job(namespace, name, gpu="dra:mig=1g.10gb")))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kfp_gpu.mpi.launch.launcher", "--job", str(tmp_path / "job.yaml"),
+         "--record", str(tmp_path / "record.json"), "--kubeconfig",
+         str(tmp_path / "sa-kubeconfig"), "--backoff-initial", "0.2"],
+        capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ResourceClaimTemplate {namespace}/{name}-gpu for MPIJob {name} "
+                           "could not be made: 403 Forbidden: "), proc.stderr[-3000:]
+    assert 'cannot create resource "resourceclaimtemplates"' in line
+    assert f"system:serviceaccount:{namespace}:{SA}" in line
+    assert line.endswith(f"; MPIJob {namespace}/{name} deleted (propagationPolicy Foreground): "
+                         "its pods would wait for GPU claims with no launcher following them")
+    assert "Traceback" not in proc.stderr
+    kube.wait_for(lambda: jobs.mpijob(api, namespace, name) is None, 90, "the MPIJob deleted")
+    assert template(api, namespace, claims.template_name(name)) is None
+
+
+def test_another_requests_template_after_the_check_deletes_the_job(plane, api, namespace,
+                                                                   tmp_path, monkeypatch):
+    """Between the check and the create someone applies a template of another request under
+    the job's template name: the create gets kube-apiserver's 409, the launcher finds the
+    other spec, deletes its MPIJob and leaves that template alone."""
+    name = "resnet-dra-409"
+    real = attach.create_or_attach
+    theirs: dict = {}
+
+    def create_then_race(*a, **kw):
+        out = real(*a, **kw)
+        theirs.update(kube.custom(api).create_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaimtemplates",
+            claim.template(gpu.parse("dra:gpu=4"), claims.template_name(name), namespace)))
+        return out
+
+    monkeypatch.setattr(attach, "create_or_attach", create_then_race)
+    run = jobs.Launch(api, jobs.component_job(namespace, name, gpu="dra:mig=1g.10gb"),
+                      tmp_path / "record.json")
+    run.start()
+    _, error = run.outcome()
+    assert isinstance(error, launch_claims.ClaimTemplateFailed), error
+    msg = str(error)
+    assert "could not be made: ClaimTemplateConflict: " in msg and "another GPU request" in msg
+    assert f"MPIJob {namespace}/{name} deleted (propagationPolicy Foreground)" in msg
+    assert "\n" not in msg
+    kube.wait_for(lambda: jobs.mpijob(api, namespace, name) is None, 90, "the MPIJob deleted")
+    kept = template(api, namespace, claims.template_name(name))
+    assert kept["metadata"]["uid"] == theirs["metadata"]["uid"]
+
+
+def test_a_template_create_timeout_deletes_the_job(plane, api, namespace, tmp_path):
+    """The template's POSTs get no answer within the client's read timeout (a deliberate
+    client timeout: they go to a port that never answers, everything else to
+    kube-apiserver): retried as transient, then the MPIJob is deleted."""
+    name = "resnet-dra-timeout"
+    with template_creates_time_out() as sent:
+        run = jobs.Launch(api, jobs.component_job(namespace, name, gpu="dra:mig=1g.10gb"),
+                          tmp_path / "record.json")
+        run.start()
+        _, error = run.outcome()
+    assert isinstance(error, launch_claims.ClaimTemplateFailed), error
+    assert len(sent) == jobs.FAST.attempts
+    msg = str(error)
+    assert "could not be made: ReadTimeoutError: " in msg and "Read timed out" in msg, msg
+    assert f"MPIJob {namespace}/{name} deleted (propagationPolicy Foreground)" in msg
+    kube.wait_for(lambda: jobs.mpijob(api, namespace, name) is None, 90, "the MPIJob deleted")
+    assert template(api, namespace, claims.template_name(name)) is None
+
+
+def trainjob_pods(api, ns: str, name: str) -> list:
+    return kube.pods(api, ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+
+
+def running_on_mig(api, ns: str, name: str):
+    pods = trainjob_pods(api, ns, name)
+    return pods if len(pods) == 2 and all(p.status.phase == "Running" for p in pods) else None
+
+
+def owner_names(api, ns: str) -> list[str]:
+    t = template(api, ns, claims.DRA_RUNTIME_TEMPLATE) or {"metadata": {}}
+    return [o["name"] for o in t["metadata"].get("ownerReferences") or []]
+
+
+def test_two_trainjobs_share_the_template_and_the_second_runs_after_the_first_is_gone(
+        tier2, api, namespace, dra_cluster, dra_runtime, tmp_path):
+    """Tier 2. tj-a runs; tj-b (same request) is created suspended, as Kueue would hold it,
+    and becomes the template's second owner; tj-a completes and is deleted: the collector
+    drops its reference and keeps the template; tj-b is resumed, its pods claim MIG devices
+    from the template and it completes. Before issue 37 the template went with tj-a and
+    tj-b's pods had no template to claim from."""
+    a = jobs.component_job(namespace, "tj-a", gpu="dra:mig=1g.10gb", workers=2,
+                           backend=backends.TRAINJOB)
+    run_a = jobs.Launch(api, a, tmp_path / "a.json")
+    run_a.start()
+    kube.wait_for(lambda: running_on_mig(api, namespace, "tj-a"), 180, "tj-a's pods Running")
+    b = jobs.component_job(namespace, "tj-b", gpu="dra:mig=1g.10gb", workers=2,
+                           backend=backends.TRAINJOB)
+    b["spec"]["suspend"] = True
+    run_b = jobs.Launch(api, b, tmp_path / "b.json")
+    run_b.start()
+    kube.wait_for(lambda: owner_names(api, namespace) == ["tj-a", "tj-b"] or None, 60,
+                  "tj-b among the template's owners")
+    t = template(api, namespace, claims.DRA_RUNTIME_TEMPLATE)
+    assert all(o["blockOwnerDeletion"] is False and o["controller"] is False
+               for o in t["metadata"]["ownerReferences"])
+
+    # kube-apiserver honours the resourceVersion precondition of the owner patch: a stale
+    # copy gets 409 and changes nothing (the launcher then reads it again)
+    stale = copy.deepcopy(t)
+    kube.custom(api).patch_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaimtemplates",
+        claims.DRA_RUNTIME_TEMPLATE, {"metadata": {"labels": {"touched": "yes"}}})
+    tj = jobs_api.MPIJobClient(api, jobs.FAST, backend=backends.TRAINJOB)
+    intruder = {**t["metadata"]["ownerReferences"][0], "name": "tj-z", "uid": "0-0-0"}
+    assert launch_claims._add_owner(tj, stale, intruder) is None
+    assert owner_names(api, namespace) == ["tj-a", "tj-b"]
+
+    jobs.end_launcher(api, namespace, "tj-a", "succeed", backend=backends.TRAINJOB)
+    result, error = run_a.outcome()
+    assert error is None and result.status == "Succeeded", error
+    kube.custom(api).delete_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", "tj-a",
+        body={"propagationPolicy": "Foreground"})
+    kube.wait_for(lambda: kube.get_custom(api, "trainer.kubeflow.org", "v1alpha1", namespace,
+                                          "trainjobs", "tj-a") is None, 90, "tj-a deleted")
+    kube.wait_for(lambda: owner_names(api, namespace) == ["tj-b"] or None, 60,
+                  "the collector dropping tj-a's reference")
+    kept = template(api, namespace, claims.DRA_RUNTIME_TEMPLATE)
+    assert kept["metadata"]["uid"] == t["metadata"]["uid"]
+    assert not trainjob_pods(api, namespace, "tj-b")  # still suspended: no pods yet
+
+    kube.custom(api).patch_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", "tj-b",
+        {"spec": {"suspend": False}})  # what Kueue's admission does
+    pods = kube.wait_for(lambda: running_on_mig(api, namespace, "tj-b"), 180,
+                         "tj-b's pods Running")
+    names = {p.metadata.name for p in pods}
+    made = [c for c in claims_of(api, namespace)
+            if c["metadata"]["ownerReferences"][0]["name"] in names]
+    assert len(made) == 2 and all(
+        c["status"]["allocation"]["devices"]["results"][0]["pool"] == "dra-h100-mig-01"
+        for c in made)
+    jobs.end_launcher(api, namespace, "tj-b", "succeed", backend=backends.TRAINJOB)
+    result, error = run_b.outcome(timeout=240)
+    assert error is None and result.status == "Succeeded", error
+    kube.custom(api).delete_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", "tj-b",
+        body={"propagationPolicy": "Foreground"})
+    kube.wait_for(lambda: template(api, namespace, claims.DRA_RUNTIME_TEMPLATE) is None, 90,
+                  "the template gone with its last owner")

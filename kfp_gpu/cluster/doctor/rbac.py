@@ -21,7 +21,8 @@ LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("", "pods", "get"), ("", "pods", "list"),
     ("", "pods/log", "get"),
     ("", "events", "list"),
-    *(("resource.k8s.io", "resourceclaimtemplates", verb) for verb in ("create", "delete", "get")),
+    *(("resource.k8s.io", "resourceclaimtemplates", verb)
+      for verb in ("create", "delete", "get", "patch")),
 )
 #: What only a ``dra`` GPU request needs (missing: a warning for other requests).
 DRA_RESOURCES = {("resource.k8s.io", "resourceclaimtemplates")}

@@ -15,7 +15,7 @@ cancelled), with the official ``kubernetes`` Python client:
    the only re-attach path: a KFP retry runs in a new pod, which never sees a record an
    earlier attempt wrote (:mod:`~kfp_gpu.mpi.launch.attach`).
 2. **Record**: ``{"apiVersion", "kind", "namespace", "name", "uid"}`` is written
-   atomically (:func:`kfp_gpu.storage.write_text`) as the task's output, right after the
+   atomically (:func:`kfp_gpu.inputs.storage.write_text`) as the task's output, right after the
    create or attach and before the watch.
 3. **Watch** ``status.conditions`` (v2beta1 JobCondition types Created, Running,
    Restarting, Suspended, Succeeded, Failed) with LIST + WATCH from the list's
@@ -50,11 +50,12 @@ table with ``kfp_gpu.cluster.doctor.rbac.LAUNCHER_PERMISSIONS`` (tests/test_laun
 keeps this list, the Role's rules, its comment and the table equal)::
 
     grants: mpijobs, trainjobs: create, delete, get, list, patch, watch; pods: get, list;
-      pods/log: get; events: list; resourceclaimtemplates: create, delete, get
+      pods/log: get; events: list; resourceclaimtemplates: create, delete, get, patch
 
 (``patch``: a retry takes over the owner reference; ``pods`` get/list: the launcher pod's
 log, the pending diagnosis, the owner's uid; ``events`` list: the pending diagnosis;
-``resourceclaimtemplates`` (resource.k8s.io): a ``dra`` job's claim template.)
+``resourceclaimtemplates`` (resource.k8s.io): a ``dra`` job's claim template, ``patch`` to
+add a job to the owners of a template it shares.)
 """
 
 from __future__ import annotations
@@ -134,7 +135,14 @@ class Launcher:
         """:func:`kfp_gpu.mpi.launch.attach.create_or_attach`; then follows the job it returns
         (switching to the backend of ``job``'s kind if it is not the one given). A ``dra``
         job's ResourceClaimTemplate is checked before and created after the job, owned by
-        it (:mod:`kfp_gpu.mpi.launch.claims`)."""
+        it (:mod:`kfp_gpu.mpi.launch.claims`); when it cannot be made, the job is deleted.
+
+        Raises:
+            kfp_gpu.mpi.launch.claims.ClaimTemplateFailed: the job's template could not be
+                made; the job was deleted (one line).
+            kfp_gpu.mpi.launch.claims.ClaimTemplateConflict: before any create, the
+                template name holds another request.
+        """
         self.namespace, self.name = attach.job_identity(job)
         backend = backends.for_object(job)
         if backend is not self.backend:
@@ -149,7 +157,8 @@ class Launcher:
         obj, reattached = attach.create_or_attach(
             self.jobs, job, record_path, replace_timeout_s=self.replace_timeout_s,
             poll_s=self.log_poll_s)
-        claims.ensure_template(self.jobs, obj, poll_s=self.log_poll_s)  # owned by the job
+        # owned by the job; when it cannot be made, the job is deleted (no orphan)
+        claims.ensure_template_or_delete_job(self.jobs, obj, poll_s=self.log_poll_s)
         if reattached:
             obj = self._take_ownership(obj, pod)
         meta = obj.get("metadata") or {}
@@ -277,6 +286,10 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
         MPIJobFailed: the job Failed (reason, message, events, last launcher log lines).
         PendingTimeout: the job was not Running after ``pending_timeout_s``; deleted.
         LaunchCancelled: SIGTERM arrived; the job was deleted (Foreground).
+        kfp_gpu.mpi.launch.claims.ClaimTemplateFailed: a ``dra`` job's claim template could
+            not be made after the job was created; the job was deleted (Foreground).
+        kfp_gpu.mpi.launch.claims.ClaimTemplateConflict: the template name holds another
+            request; nothing was created.
         ValueError: ``job`` is neither an MPIJob nor a TrainJob.
         kubernetes.client.exceptions.ApiException: non-transient API errors.
     """
@@ -304,7 +317,8 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kfp_gpu.mpi.launch.launcher --job job.yaml --record record.json [--kubeconfig F]``
 
-    Exit status: 0 Succeeded, 1 Failed, :data:`EXIT_CANCELLED` after SIGTERM.
+    Exit status: 0 Succeeded, 1 Failed (the job, or its claim template: one line on
+    stderr), :data:`EXIT_CANCELLED` after SIGTERM.
     """
     import argparse
     from pathlib import Path
@@ -342,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LaunchCancelled as e:
         print(str(e), file=sys.stderr, flush=True)
         return EXIT_CANCELLED
-    except MPIJobFailed as e:
+    except (MPIJobFailed, claims.ClaimTemplateFailed, claims.ClaimTemplateConflict) as e:
         print(str(e), file=sys.stderr, flush=True)
         return 1
     print(f"{result.record.kind} {result.record.namespace}/{result.record.name}: "

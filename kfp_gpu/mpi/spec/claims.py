@@ -25,9 +25,10 @@ a retried launcher that re-attaches to the job rebuilds the same template from t
   :data:`DRA_RUNTIME_TEMPLATE` in both replicated jobs), and the job's
   ``resourcesPerNode.claims`` names the claim. T is then one name per namespace: the
   launcher creates it owned by the TrainJob; a second TrainJob with the SAME request
-  shares it, one with another request is refused until the first is gone. The template
-  goes with the job that made it; a sharing job's pods keep the claims they were made
-  with, and the runtime makes no new pods (``failurePolicy.maxRestarts: 0``).
+  shares it and is added to its owners (:func:`kfp_gpu.mpi.launch.claims.ensure_template`),
+  one with another request is refused until the jobs that own it are gone. Garbage
+  collection deletes T when its LAST owner goes, so a sharing job that makes its pods
+  later (suspended by Kueue) still finds it.
 """
 
 from __future__ import annotations
