@@ -39,3 +39,19 @@ def imdb_small(tmp_path_factory, imdb_csv) -> dict:
                      max_rows_per_split=2000, num_words=10000)
     return {"dir": out, "train": str(out / "train"), "test": str(out / "test"),
             "vocab": str(out / "vocab.txt"), "stats": stats}
+
+
+@pytest.fixture
+def kfp_client_env(monkeypatch, tmp_path):
+    """An environment in which ``kfp.Client`` and ``kfp-gpu submit`` see nothing of this
+    machine's: HOME in ``tmp_path`` (kfp writes ~/.config/kfp/context.json), no KFP token
+    unless a test sets one, no CI commit variables, no KFP host, no kubeconfig or in-cluster
+    service (no cluster to read task logs from)."""
+    from kfp_gpu.cluster import kfp_api
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv(kfp_api.TOKEN_ENV, raising=False)
+    monkeypatch.setenv(kfp_api.TOKEN_PATH_ENV, str(tmp_path / "no-token"))
+    for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST",
+                "KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(var, raising=False)

@@ -24,6 +24,8 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
+from kfp_gpu.inputs.errors import json_after
+
 #: The start of the record line a task that succeeded leaves in its log (stdout).
 RECORD_PREFIX = "kfp-gpu-task-outputs: "
 
@@ -82,14 +84,8 @@ def emit(artifacts: Mapping[str, object], values: Mapping[str, object] | None = 
 def record_of(line: str) -> dict | None:
     """The record in a task log line written by :func:`emit`, or None for any other line
     (a record cut or garbled, or without ``artifacts``, reads as None)."""
-    at = line.find(RECORD_PREFIX)
-    if at < 0:
-        return None
-    try:
-        rec = json.loads(line[at + len(RECORD_PREFIX):])
-    except ValueError:
-        return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("artifacts"), dict):
+    rec = json_after(line, RECORD_PREFIX)
+    if rec is None or not isinstance(rec.get("artifacts"), dict):
         return None
     rec.setdefault("metrics", {})
     rec.setdefault("values", {})

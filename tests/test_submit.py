@@ -28,15 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 PIPELINE = "imdb-lstm"
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    # kfp.Client reads/writes ~/.config/kfp/context.json; no token unless a test sets one.
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv(kfp_api.TOKEN_ENV, raising=False)
-    monkeypatch.setenv(kfp_api.TOKEN_PATH_ENV, str(tmp_path / "no-token"))
-    for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST",
-                "KUBECONFIG", "KUBERNETES_SERVICE_HOST"):  # no cluster to read logs from
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("kfp_client_env")
 
 
 def cli(*args: str):

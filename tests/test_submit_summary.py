@@ -38,14 +38,7 @@ RECORDED_FAILED_RUN = "kfp-2.17.0/api/26-get_run-real-FAILED-imdb-keras.json"
 INTERNALS = ("root", "root-driver", "executor", "-driver")
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv(kfp_api.TOKEN_ENV, raising=False)
-    monkeypatch.setenv(kfp_api.TOKEN_PATH_ENV, str(tmp_path / "no-token"))
-    for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST",
-                "KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("kfp_client_env")
 
 
 def cli(*args: str):

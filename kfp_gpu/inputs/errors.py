@@ -73,17 +73,25 @@ def record(exc: BaseException) -> str:
         "message": message or type(exc).__name__, "input": getattr(exc, "input", None)})
 
 
-def record_of(line: str) -> dict | None:
-    """The record in a task log line written by :func:`reported`, or None for any other
-    line (a record cut or garbled reads as None)."""
-    at = line.find(RECORD_PREFIX)
+def json_after(line: str, prefix: str) -> dict | None:
+    """The JSON object that follows ``prefix`` in a log ``line``, or None when the prefix is
+    absent or the rest is not one JSON object (a record cut or garbled). Shared by the
+    task records: this module's and :mod:`kfp_gpu.task_outputs`."""
+    at = line.find(prefix)
     if at < 0:
         return None
     try:
-        rec = json.loads(line[at + len(RECORD_PREFIX):])
+        rec = json.loads(line[at + len(prefix):])
     except ValueError:
         return None
-    return rec if isinstance(rec, dict) and "message" in rec else None
+    return rec if isinstance(rec, dict) else None
+
+
+def record_of(line: str) -> dict | None:
+    """The record in a task log line written by :func:`reported`, or None for any other
+    line (a record cut or garbled reads as None)."""
+    rec = json_after(line, RECORD_PREFIX)
+    return rec if rec is not None and "message" in rec else None
 
 
 @contextlib.contextmanager

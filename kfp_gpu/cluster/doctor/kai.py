@@ -18,9 +18,14 @@ says so as a warning.
 
 from __future__ import annotations
 
-import json
-
-from kfp_gpu.cluster.doctor.model import ClusterFacts, KaiFacts, Needs, Report, api_error
+from kfp_gpu.cluster.doctor.model import (
+    ClusterFacts,
+    KaiFacts,
+    Needs,
+    Report,
+    api_error,
+    list_named,
+)
 
 SCHEDULER_NAME = "kai-scheduler"
 #: The scheduler Deployment of the chart's default shard.
@@ -66,10 +71,8 @@ def read_kai(api_client, facts: ClusterFacts, needs: Needs | None = None) -> Non
         return
     kai = KaiFacts()
     try:
-        resp = client.AppsV1Api(api_client).list_deployment_for_all_namespaces(
-            field_selector=f"metadata.name={SCHEDULER_DEPLOYMENT}", _preload_content=False,
-            _request_timeout=30)
-        for item in json.loads(resp.data).get("items") or []:
+        for item in list_named(client.AppsV1Api(api_client).list_deployment_for_all_namespaces,
+                               SCHEDULER_DEPLOYMENT):
             kai.deployments.append((item["metadata"].get("namespace", ""),
                                     item["metadata"]["name"],
                                     int((item.get("status") or {}).get("readyReplicas") or 0)))

@@ -312,3 +312,13 @@ def api_error(e: Exception) -> str:
     if status:
         return f"HTTP {status} {getattr(e, 'reason', '')}".rstrip() + (f": {msg}" if msg else "")
     return f"{type(e).__name__}: {e}"
+
+
+def list_named(list_call, name: str) -> list[dict]:
+    """The items named ``name`` in every namespace, as JSON dicts: ``list_call`` is a
+    kubernetes client ``list_*_for_all_namespaces`` method, called with a
+    ``metadata.name`` field selector and a 30 s timeout. Raises what the call raises
+    (``ApiException``, connection errors)."""
+    resp = list_call(field_selector=f"metadata.name={name}", _preload_content=False,
+                     _request_timeout=30)
+    return json.loads(resp.data).get("items") or []

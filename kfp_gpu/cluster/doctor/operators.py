@@ -13,9 +13,15 @@ Leases are listed across namespaces (``list leases``; a 403 is reported as unkno
 from __future__ import annotations
 
 import datetime as dt
-import json
 
-from kfp_gpu.cluster.doctor.model import ClusterFacts, Needs, OperatorFacts, Report, api_error
+from kfp_gpu.cluster.doctor.model import (
+    ClusterFacts,
+    Needs,
+    OperatorFacts,
+    Report,
+    api_error,
+    list_named,
+)
 
 #: mpi-operator's Lease name (v0.8.2 app/server.go ``controllerName``).
 MPI_OPERATOR_LEASE = "mpi-operator"
@@ -58,10 +64,8 @@ def read_operators(api_client, facts: ClusterFacts,
     now = now or dt.datetime.now(dt.timezone.utc)
     op = OperatorFacts()
     try:
-        resp = client.CoordinationV1Api(api_client).list_lease_for_all_namespaces(
-            field_selector=f"metadata.name={MPI_OPERATOR_LEASE}", _preload_content=False,
-            _request_timeout=30)
-        for item in json.loads(resp.data).get("items") or []:
+        for item in list_named(client.CoordinationV1Api(api_client).list_lease_for_all_namespaces,
+                               MPI_OPERATOR_LEASE):
             spec = item.get("spec") or {}
             renewed = spec.get("renewTime")
             age = ((now - dt.datetime.fromisoformat(renewed.replace("Z", "+00:00")))
