@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from kfp_gpu.cli import doctor as doctor_cli
 from kfp_gpu.cli import submit as submit_cli
-from kfp_gpu.cluster import kfp_api, submit
+from kfp_gpu.cluster import kfp_api, submit, version_content
 from kfp_gpu.compiler import registry
 from kfp_gpu.compiler.compile import compiled_pipeline
 from kfp_gpu.parameters import command_line as pipeline_params
@@ -79,7 +79,7 @@ def test_upload_run_wait_succeeded_and_rerun_is_idempotent(monkeypatch):
 
 
 def test_new_commit_adds_a_version(monkeypatch):
-    digest = kfp_api.content_hash(compiled_pipeline(PIPELINE)[0].read_text())
+    digest = version_content.content_hash(compiled_pipeline(PIPELINE)[0].read_text())
     with FakeKfp() as kfp:
         monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123")
         assert cli(PIPELINE, "--host", kfp.url).exit_code == 0
@@ -182,7 +182,7 @@ def test_yaml_path_and_typed_params(tmp_path):
 def test_default_version_name(monkeypatch):
     monkeypatch.setenv("CI_COMMIT_SHA", "a" * 40)
     assert submit.default_version_name() == "a" * 12
-    digest = kfp_api.content_hash("x: 1\n")
+    digest = version_content.content_hash("x: 1\n")
     assert submit.default_version_name(digest) == "a" * 12 + "-" + digest[:10]
     monkeypatch.delenv("CI_COMMIT_SHA")
     name = submit.default_version_name()

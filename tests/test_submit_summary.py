@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from kfp_gpu import task_outputs
 from kfp_gpu.cli import submit as submit_cli
-from kfp_gpu.cluster import kfp_api, run_report, submit
+from kfp_gpu.cluster import run_report, submit, version_content
 from kfp_gpu.compiler.compile import compiled_pipeline
 from kfp_gpu.inputs import datadir, errors
 from tests.doubles.k8s_api import FakeKube
@@ -328,9 +328,9 @@ class _Client:
 def test_replace_deletes_the_clashing_version_and_uploads_anew(tmp_path):
     path = compiled_pipeline(PIPELINE)[0]
     text = path.read_text()
-    digest = kfp_api.content_hash(text)
+    digest = version_content.content_hash(text)
     old = SimpleNamespace(pipeline_version_id="old", pipeline_spec=None,
-                          description=f"kfp-gpu 0.1.0; {kfp_api.CONTENT_MARK}{'0' * 64}")
+                          description=f"kfp-gpu 0.1.0; {version_content.CONTENT_MARK}{'0' * 64}")
     client = _Client(old)
     with pytest.raises(submit.VersionClash):
         submit.ensure_pipeline_version(client, path, PIPELINE, "v1", echo=lambda s: None)
@@ -340,27 +340,27 @@ def test_replace_deletes_the_clashing_version_and_uploads_anew(tmp_path):
                                          replace=True)
     assert ids == ("p1", "new")
     assert client.calls == [("delete", "old"),
-                            ("upload", "v1", f"kfp-gpu 0.1.0; {kfp_api.CONTENT_MARK}{digest}")]
+                            ("upload", "v1", f"kfp-gpu 0.1.0; {version_content.CONTENT_MARK}{digest}")]
     assert any("deleted pipeline version v1 (old)" in s for s in said)
 
 
 def test_same_content_is_told_by_the_hash_or_by_the_servers_spec():
     path = compiled_pipeline(PIPELINE)[0]
-    docs, digest = _docs(), kfp_api.content_hash(path.read_text())
+    docs, digest = _docs(), version_content.content_hash(path.read_text())
     marked = SimpleNamespace(pipeline_version_id="v", pipeline_spec=None,
-                             description=f"{kfp_api.CONTENT_MARK}{digest}")
-    assert kfp_api.same_content(marked, docs, digest) is True
+                             description=f"{version_content.CONTENT_MARK}{digest}")
+    assert version_content.same_content(marked, docs, digest) is True
     # A version uploaded by hand: the v2beta1 server returns {pipeline_spec, platform_spec}
     # (recorded api/07) with its numbers as a protobuf Struct's doubles.
     server = json.loads(json.dumps({"pipeline_spec": docs[0], "platform_spec": docs[1]}),
                         parse_int=float)
     plain = SimpleNamespace(pipeline_version_id="v", pipeline_spec=server, description="")
-    assert kfp_api.same_content(plain, docs, digest) is True
+    assert version_content.same_content(plain, docs, digest) is True
     server["pipeline_spec"]["pipelineInfo"]["name"] = "other"
-    assert kfp_api.same_content(plain, docs, digest) is False
+    assert version_content.same_content(plain, docs, digest) is False
     bare = SimpleNamespace(pipeline_version_id="v", pipeline_spec=None, description=None)
     client = _Client(bare)
-    assert kfp_api.same_content(bare, docs, digest) is None
+    assert version_content.same_content(bare, docs, digest) is None
     with pytest.raises(submit.VersionClash):  # asked for the version, still unknown
         submit.ensure_pipeline_version(client, path, PIPELINE, "v1", echo=lambda s: None)
     assert client.calls == [("get", "v")]
@@ -408,7 +408,7 @@ def test_uncached_turns_caching_off_in_nested_dags_too():
     enable_caching override (root.dag only) would leave cached."""
     docs = _docs("fractional-eval")
     before = copy.deepcopy(docs)
-    off = kfp_api.uncached(docs)
+    off = version_content.uncached(docs)
     assert docs == before  # a copy
     nested = [t for c in off[0]["components"].values() if c.get("dag")
               for t in c["dag"]["tasks"].values()]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kfp_gpu import __version__
-from kfp_gpu.cluster import kfp_api, run_report
+from kfp_gpu.cluster import kfp_api, run_report, version_content
 from kfp_gpu.compiler import compile as build_compile
 from kfp_gpu.parameters import command_line as pipeline_params
 
@@ -57,11 +57,11 @@ TERMINAL_STATES = {"SUCCEEDED", "FAILED", "SKIPPED", "CANCELED", "ERROR"}
 
 def default_version_name(digest: str | None = None) -> str:
     """Version name: the git commit (CI variables first, then ``git``), else ``v<version>``;
-    with ``digest`` (:func:`kfp_api.content_hash`) followed by ``-`` and its first
-    :data:`kfp_api.HASH_DIGITS` hex digits, so that a recompiled pipeline gets a new
+    with ``digest`` (:func:`version_content.content_hash`) followed by ``-`` and its first
+    :data:`version_content.HASH_DIGITS` hex digits, so that a recompiled pipeline gets a new
     version even at the same commit."""
     base = _source_name()
-    return f"{base}-{digest[:kfp_api.HASH_DIGITS]}" if digest else base
+    return f"{base}-{digest[:version_content.HASH_DIGITS]}" if digest else base
 
 
 def _source_name() -> str:
@@ -110,9 +110,9 @@ def ensure_pipeline_version(client, path: Path, pipeline_name: str, version_name
     """Create the pipeline if missing and the named version if missing: (pipeline_id,
     version_id). ``namespace``: the pipeline is namespaced there (multi-user KFP); None =
     a shared pipeline. ``docs`` / ``digest``: the YAML documents of ``path`` and
-    :func:`kfp_api.content_hash` of its text (read from ``path`` when not given).
+    :func:`version_content.content_hash` of its text (read from ``path`` when not given).
 
-    A version of that name with the same content (:func:`kfp_api.same_content`) is reused; with
+    A version of that name with the same content (:func:`version_content.same_content`) is reused; with
     other content it is deleted and uploaded anew when ``replace``, else refused.
 
     Raises:
@@ -123,7 +123,7 @@ def ensure_pipeline_version(client, path: Path, pipeline_name: str, version_name
         import yaml
 
         text = Path(path).read_text(encoding="utf-8")
-        docs, digest = list(yaml.safe_load_all(text)), kfp_api.content_hash(text)
+        docs, digest = list(yaml.safe_load_all(text)), version_content.content_hash(text)
     found = client.list_pipelines(filter=_filter(pipeline_name), page_size=2,
                                   namespace=namespace).pipelines or []
     if len(found) > 1:
@@ -137,13 +137,13 @@ def ensure_pipeline_version(client, path: Path, pipeline_name: str, version_name
         echo(f"created pipeline {pipeline_name} ({pipeline_id})")
     versions = client.list_pipeline_versions(pipeline_id, filter=_filter(version_name),
                                              page_size=2).pipeline_versions or []
-    short = digest[:kfp_api.HASH_DIGITS]
+    short = digest[:version_content.HASH_DIGITS]
     if versions:
         existing = versions[0]
-        same = kfp_api.same_content(existing, docs, digest)
+        same = version_content.same_content(existing, docs, digest)
         if same is None:  # a list without specs: ask for the version itself
             existing = client.get_pipeline_version(pipeline_id, existing.pipeline_version_id)
-            same = kfp_api.same_content(existing, docs, digest)
+            same = version_content.same_content(existing, docs, digest)
         if same:
             echo(f"pipeline version {version_name} already uploaded with the same content "
                  f"(sha256 {short}), reusing it")
@@ -158,7 +158,7 @@ def ensure_pipeline_version(client, path: Path, pipeline_name: str, version_name
              "other content, --replace")
     v = client.upload_pipeline_version(
         str(path), version_name, pipeline_id=pipeline_id,
-        description=f"kfp-gpu {__version__}; {kfp_api.CONTENT_MARK}{digest}")
+        description=f"kfp-gpu {__version__}; {version_content.CONTENT_MARK}{digest}")
     echo(f"uploaded pipeline version {version_name} ({v.pipeline_version_id}, sha256 {short})")
     return pipeline_id, v.pipeline_version_id
 
@@ -303,7 +303,7 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
 
     ``replace``: a version of that name with other content is deleted and uploaded anew
     (else :class:`VersionClash`). ``no_cache``: every task's caching off in the uploaded
-    spec (:func:`kfp_api.uncached`). ``read_log``: how task logs are read after the run
+    spec (:func:`version_content.uncached`). ``read_log``: how task logs are read after the run
     (``(run_id, node_id) -> text``); None = :func:`log_reader` of ``kubeconfig`` /
     ``context``.
 
@@ -321,9 +321,9 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
     text = Path(path).read_text(encoding="utf-8")
     docs = list(yaml.safe_load_all(text))
     if no_cache:
-        docs = kfp_api.uncached(docs)
+        docs = version_content.uncached(docs)
         text = yaml.safe_dump_all(docs, sort_keys=False)
-    digest = kfp_api.content_hash(text)
+    digest = version_content.content_hash(text)
     version = version or default_version_name(digest)
     token = token if token is not None else kfp_api.kfp_token()
     host = host.rstrip("/")
