@@ -114,17 +114,25 @@ def template(api, ns: str, name: str) -> dict | None:
 worker_pods = jobs.worker_pods
 
 
-def test_mig_claims_are_allocated_reserved_and_the_workers_run(plane, api, namespace,
-                                                               dra_cluster, tmp_path):
-    name = "resnet-dra"
-    job = jobs.component_job(namespace, name, gpu="dra:mig=1g.10gb", workers=2)
-    run = jobs.Launch(api, job, tmp_path / "record.json")
+def start_owned(client, api, namespace: str, name: str, tmp_path, **job_args):
+    """Start a ``dra:mig=1g.10gb`` component job through ``client`` (the admin or a
+    ServiceAccount's); wait for the MPIJob and its claim template and check the job owns
+    the template alone. Returns the running :class:`jobs.Launch`."""
+    job = jobs.component_job(namespace, name, gpu="dra:mig=1g.10gb", **job_args)
+    run = jobs.Launch(client, job, tmp_path / "record.json")
     run.start()
     uid = kube.wait_for(lambda: (jobs.mpijob(api, namespace, name) or {}).get(
         "metadata", {}).get("uid"), 60, "the MPIJob")
     t = kube.wait_for(lambda: template(api, namespace, claims.template_name(name)), 60,
                       "the claim template")
     assert [o["uid"] for o in t["metadata"]["ownerReferences"]] == [uid]
+    return run
+
+
+def test_mig_claims_are_allocated_reserved_and_the_workers_run(plane, api, namespace,
+                                                               dra_cluster, tmp_path):
+    name = "resnet-dra"
+    run = start_owned(api, api, namespace, name, tmp_path, workers=2)
 
     def running():
         pods = worker_pods(api, namespace, name)
@@ -291,14 +299,7 @@ def test_a_dra_mpijob_runs_under_the_projects_role(plane, api, namespace, dra_cl
     install_rbac(plane, namespace)
     client = sa_client(plane, namespace, tmp_path)
     name = "resnet-dra-sa"
-    run = jobs.Launch(client, jobs.component_job(namespace, name, gpu="dra:mig=1g.10gb"),
-                      tmp_path / "record.json")
-    run.start()
-    uid = kube.wait_for(lambda: (jobs.mpijob(api, namespace, name) or {}).get(
-        "metadata", {}).get("uid"), 60, "the MPIJob")
-    t = kube.wait_for(lambda: template(api, namespace, claims.template_name(name)), 60,
-                      "the claim template")
-    assert [o["uid"] for o in t["metadata"]["ownerReferences"]] == [uid]
+    run = start_owned(client, api, namespace, name, tmp_path)
     kube.wait_for(lambda: len([p for p in worker_pods(api, namespace, name)
                                if p.status.phase == "Running"]) == 2 or None, 180,
                   "both Workers Running")
