@@ -26,7 +26,7 @@ check: setup
 	.venv/bin/kfp-gpu compile --check
 
 lint: setup
-	.venv/bin/ruff check kfp_gpu components pipelines tests benchmarks
+	.venv/bin/ruff check kfp_gpu components pipelines tests testcluster benchmarks
 
 # Build and push the runtime images (needs a Docker engine; tags = package version,
 # registry from KFP_GPU_REGISTRY). See images/README.md.
@@ -44,16 +44,18 @@ test-containers: setup
 	bash scripts/test-containers.sh $(PYTEST_ARGS)
 
 
-# The test control plane (tests/cluster/README.md): build the pinned Go modules into
+# The test control plane (testcluster/README.md): build the pinned Go modules into
 # ~/.cache/kfp-gpu/control-plane (TIERS: tier1 = Kubernetes + etcd + kwok + mpi-operator,
-# tier2 = JobSet + Trainer, tier3 = Kueue), bring it up on loopback (prints the kubeconfig)
-# and take it down (every process it started, by pid).
+# tier2 = JobSet + Trainer, tier3 = Kueue, node = a real node: kubelet, containerd, runc,
+# CNI, CoreDNS, dra-example-driver), bring it up (prints the kubeconfig; NODE=1 adds the
+# real node) and take it down (every process, mount, namespace and cgroup it made).
 TIERS ?= tier1
+NODE ?=
 control-plane:
-	bash scripts/control-plane/build.sh $(TIERS)
+	bash testcluster/build.sh $(TIERS) $(if $(NODE),node)
 
 cluster-up: setup control-plane
-	.venv/bin/python -m tests.cluster.controlplane up
+	.venv/bin/python -m testcluster.controlplane up $(if $(NODE),--node)
 
 cluster-down: setup
-	.venv/bin/python -m tests.cluster.controlplane down
+	.venv/bin/python -m testcluster.controlplane down

@@ -6,7 +6,7 @@ cluster tests skip under ``CI=true``; every fixture of a tier decides by the one
 :func:`tests.cluster.conftest.unavailable`.
 
 The real ``.ci/control-plane.sh`` runs here in a scratch tree beside a stub
-``scripts/control-plane/build.sh`` (the script ``cd``\\ s to its parent's parent), and the
+``testcluster/build.sh`` (the script ``cd``\\ s to its parent's parent), and the
 real failure branch of ``.ci/run`` (its ``wait "$cp_pid" || {...}`` lines, read from the
 file) runs against the log it left.
 """
@@ -48,7 +48,7 @@ def _tree(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     (root / ".ci").mkdir(parents=True)
     shutil.copy(REPO / ".ci" / "control-plane.sh", root / ".ci" / "control-plane.sh")
-    stub = root / "scripts" / "control-plane" / "build.sh"
+    stub = root / "testcluster" / "build.sh"
     stub.parent.mkdir(parents=True)
     stub.write_text(STUB)
     (root / "build").mkdir()
@@ -93,8 +93,8 @@ def test_a_failed_tier1_build_stops_at_once(tmp_path):
 def test_every_tier_built_exits_0(tmp_path):
     r, skipped = _run(tmp_path)
     assert r.returncode == 0 and skipped == "", r.stdout
-    assert re.findall(r"^control plane (tier\d): ready", r.stdout, re.MULTILINE) == [
-        "tier1", "tier2", "tier3"]
+    assert re.findall(r"^control plane (tier\d|node): ready", r.stdout, re.MULTILINE) == [
+        "tier1", "tier2", "node", "tier3"]
     assert "failed" not in r.stdout
 
 
@@ -121,17 +121,17 @@ def test_ci_run_fails_on_the_failed_build_and_prints_its_tail(tmp_path):
 
 def test_a_budget_skip_skips_with_its_reason_and_the_tests_skip_under_ci(tmp_path,
                                                                            monkeypatch):
-    r, skipped = _run(tmp_path, elapsed=50 * 60)  # past both budgets (40 and 45 min)
+    r, skipped = _run(tmp_path, elapsed=55 * 60)  # past every budget (40, 45 and 50 min)
     assert r.returncode == 0, r.stdout
     lines = skipped.splitlines()
-    assert [ln.split(":")[0] for ln in lines] == ["tier2", "tier3"]
+    assert [ln.split(":")[0] for ln in lines] == ["tier2", "node", "tier3"]
     for ln in lines:
-        assert ln.split(": ", 1)[1].startswith(cluster.BUDGET_SKIP + ": CI had run 300")
+        assert ln.split(": ", 1)[1].startswith(cluster.BUDGET_SKIP + ": CI had run 330")
         assert ln in r.stdout  # printed with its reason, not only written
     # the fixtures' rule with this skipped file, under CI=true
     monkeypatch.setenv("CI", "true")
     monkeypatch.setenv("KFP_GPU_CP_SKIPPED", skipped)
-    for tier in ("tier2", "tier3"):
+    for tier in ("tier2", "node", "tier3"):
         with pytest.raises(pytest.skip.Exception, match=f"{tier}: not built \\(time budget\\)"):
             cluster.unavailable("control-plane binaries not built: x", tier)
     with pytest.raises(pytest.fail.Exception, match="CI=true"):
@@ -139,9 +139,9 @@ def test_a_budget_skip_skips_with_its_reason_and_the_tests_skip_under_ci(tmp_pat
 
 
 def test_a_cached_tier_is_used_past_the_budget(tmp_path):
-    r, skipped = _run(tmp_path, elapsed=50 * 60, cached="trainer")
+    r, skipped = _run(tmp_path, elapsed=55 * 60, cached="trainer")
     assert r.returncode == 0
-    assert [ln.split(":")[0] for ln in skipped.splitlines()] == ["tier3"]
+    assert [ln.split(":")[0] for ln in skipped.splitlines()] == ["node", "tier3"]
     assert "control plane tier2: ready" in r.stdout
 
 
@@ -168,8 +168,8 @@ def test_every_tier_fixture_uses_the_one_rule_with_its_tier():
     """Each fixture passes its own tier, so a budget skip of tier 3 skips the Kueue tests
     (it once passed none, and they failed) and no fixture decides by itself."""
     src = (REPO / "tests" / "cluster" / "conftest.py").read_text()
-    calls = re.findall(r"unavailable\(str\(e\), \"(tier\d)\"\)", src)
-    assert sorted(set(calls)) == ["tier1", "tier2", "tier3"]
+    calls = re.findall(r"unavailable\(str\(e\), \"(tier\d|node)\"\)", src)
+    assert sorted(set(calls)) == ["node", "tier1", "tier2", "tier3"]
     assert src.count("unavailable(") == len(calls) + 1  # + the definition
     assert "pytest.skip(" not in src.replace(src[src.index("def unavailable"):
                                                  src.index("def pytest_collection")], "")

@@ -75,7 +75,7 @@ def test_forms_parse_round_trip_and_ask_for_no_extended_resource(text):
     ("dra:gpu=1,memory>=0", "memory>= must be at least 1Mi"),
     ("dra:gpu=1,sharing=spatial", "sharing must be time-slicing or mps"),
     ("dra:gpu=1,product=H100'||true", "product must be letters"),
-    ("dra:gpu=1,replicas=4", "options accepted for dra: interval, memory>=, model, pinned"),
+    ("dra:gpu=1,replicas=4", "options accepted for dra: class, interval, memory>=, model, pinned"),
 ])
 def test_bad_dra_requests_are_refused_in_one_line_naming_what_is_accepted(text, says):
     with pytest.raises(ValueError) as e:

@@ -3,7 +3,7 @@
 ``plane`` is one control plane per test session: the one ``make cluster-up`` left running
 (in ``$KFP_GPU_CLUSTER_DIR``, default ~/.cache/kfp-gpu/cluster) if it answers, else one
 brought up in a temporary folder and taken down when the session ends. Binaries come from
-scripts/control-plane/build.sh; where they are absent the tests are skipped with that
+testcluster/build.sh; where they are absent the tests are skipped with that
 reason, and with ``CI=true`` they fail instead (CI builds them first).
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import controlplane, kube
+from testcluster import controlplane
+from tests.cluster import kube
 from tests.containers.conftest import docker_client, image, in_ci, mark_under  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +29,8 @@ BUDGET_SKIP = "not built (time budget)"
 
 
 def unavailable(reason: str, tier: str) -> None:
-    """The one rule for a fixture of control-plane ``tier`` ("tier1", "tier2", "tier3")
+    """The one rule for a fixture of control-plane ``tier`` ("tier1", "tier2", "tier3",
+    "node")
     whose binaries are missing; never returns.
 
     - .ci/control-plane.sh skipped the tier for CI's time budget (a line
@@ -107,7 +109,7 @@ def namespace(plane, api, request) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def tier2(plane):
     """The plane with JobSet v0.12.0 and Trainer v2.3.0 running (started once, on demand)."""
-    from tests.cluster import operators
+    from testcluster import operators
 
     try:
         plane.bins.update(controlplane.binaries(controlplane.TIER2))
@@ -119,9 +121,9 @@ def tier2(plane):
 
 @pytest.fixture(scope="session")
 def kueue(plane) -> controlplane.Plane:
-    """The plane with Kueue (tier 3, :mod:`tests.cluster.kueue`) running: started once by
-    :func:`tests.cluster.operators.start_tier3` unless it already runs."""
-    from tests.cluster import operators
+    """The plane with Kueue (tier 3, :mod:`testcluster.kueue`) running: started once by
+    :func:`testcluster.operators.start_tier3` unless it already runs."""
+    from testcluster import operators
 
     try:
         plane.bins.update(controlplane.binaries(controlplane.TIER3))
@@ -129,3 +131,37 @@ def kueue(plane) -> controlplane.Plane:
         unavailable(str(e), "tier3")
     operators.start_tier3(plane)
     return plane
+
+
+@pytest.fixture(scope="session")
+def real_node(plane) -> controlplane.Plane:
+    """The plane with its real node (:mod:`testcluster.node`: kubelet, containerd, runc,
+    CNI, CoreDNS, dra-example-driver): the one ``make cluster-up NODE=1`` made, else added
+    to the plane now (and removed with it)."""
+    try:
+        plane.bins.update(controlplane.binaries(controlplane.NODE))
+    except controlplane.Unavailable as e:
+        unavailable(str(e), "node")
+    if not controlplane.has_node(plane.dir):
+        controlplane.start_node(plane)
+    return plane
+
+
+@pytest.fixture(scope="session")
+def node_image(real_node, docker_client, image):
+    """``node_image(name)`` -> the ref of built image ``name`` (horovod, launcher,
+    trainer), copied from the Docker engine into the real node's containerd on first use
+    (``docker save`` | ``ctr images import``: no registry)."""
+    from testcluster import node
+
+    done: dict[str, str] = {}
+
+    def _get(name: str) -> str:
+        if name not in done:
+            ref = image(name)
+            if ref not in node.node_images(real_node):
+                node.import_images(real_node, [ref], docker_client)
+            done[name] = ref
+        return done[name]
+
+    return _get

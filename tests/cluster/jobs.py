@@ -14,7 +14,8 @@ import yaml
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.launch import launcher
 from kfp_gpu.mpi.spec import backends, crd
-from tests.cluster import kube, stages
+from testcluster import stages
+from tests.cluster import kube
 
 IMAGE = "ghcr.io/kfp-gpu/kfp-gpu-horovod:0.1.0"
 FAST = launcher.Backoff(initial_s=0.2, factor=2.0, maximum_s=2.0, attempts=8)
@@ -89,8 +90,8 @@ def end_launcher(api, ns: str, name: str, outcome: str, after: str = "1s",
     ``DefaultLauncherRestartPolicy``), so a kubelet never puts a failing Launcher pod in
     phase Failed: it restarts the container in place and the Job controller counts the
     restarts (``pastBackoffLimitOnFailure``). ``fail`` therefore reports one restart
-    (:data:`tests.cluster.stages.RESTARTS`); a pod with ``restartPolicy: Never`` gets
-    phase Failed (:data:`tests.cluster.stages.OUTCOME`)."""
+    (:data:`testcluster.stages.RESTARTS`); a pod with ``restartPolicy: Never`` gets
+    phase Failed (:data:`testcluster.stages.OUTCOME`)."""
     pod = launcher_pod(api, ns, name, backend=backend)
     if outcome == "fail" and pod.spec.restart_policy == "OnFailure":
         kube.annotate_pod(api, ns, pod.metadata.name, {stages.RESTARTS: "1"})

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kfp_gpu.mpi.spec import mpijob, trainjob
-from tests.cluster import modules
+from testcluster import modules
 from tests.test_manifests import MANIFESTS, OVERLAYS
 from tests.test_mpijob import REQUESTS, every_option
 

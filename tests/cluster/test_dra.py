@@ -58,7 +58,8 @@ from kfp_gpu.mpi.launch import attach, jobs_api
 from kfp_gpu.mpi.launch import claims as launch_claims
 from kfp_gpu.mpi.launch.records import PendingTimeout
 from kfp_gpu.mpi.spec import backends, claims, mpijob, trainjob
-from tests.cluster import jobs, kube, nodes
+from testcluster import nodes
+from tests.cluster import jobs, kube
 from tests.cluster.test_api_accepts import (  # noqa: F401 - trainer_crds: a fixture
     job_options,
     server_apply,

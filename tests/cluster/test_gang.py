@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from kfp_gpu.mpi.spec import scheduling
+from testcluster.controlplane import GANG_SCHEDULER
 from tests.cluster import jobs, kube
-from tests.cluster.controlplane import GANG_SCHEDULER
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,8 @@ import pytest
 
 from kfp_gpu.mpi.launch.records import LaunchCancelled, MPIJobFailed, PendingTimeout
 from kfp_gpu.mpi.local.reconcile import launcher_job_failed
-from tests.cluster import jobs, kube, stages
+from testcluster import stages
+from tests.cluster import jobs, kube
 
 
 def dependents(api, ns: str, name: str) -> dict[str, list[str]]:

@@ -28,10 +28,10 @@ from kfp import dsl
 
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.mpi.local import runner as local_runner
+from testcluster import tls
 from tests.containers import kfp_pod
 from tests.containers.engine import LABEL
 from tests.containers.runner_controller import RunnerController
-from tests.doubles import tls
 from tests.doubles.k8s_api import FakeKube
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]

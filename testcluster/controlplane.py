@@ -1,0 +1,447 @@
+"""The test control plane: the real kube-apiserver, kube-controller-manager, kube-scheduler
+and etcd (Kubernetes v1.36.3) with kwok nodes, and the real mpi-operator (v0.8.2), all built
+from their pinned Go modules by testcluster/build.sh and run on loopback.
+
+    python -m testcluster.controlplane up [--dir D]    # prints the kubeconfig path
+    python -m testcluster.controlplane down [--dir D]  # stops what up started, by pid
+    (make cluster-up / make cluster-down)
+
+How it is put together (tests/cluster/README.md "How the plane is built and run" is the
+recipe; each step names its upstream source):
+
+- kwokctl (sigs.k8s.io/kwok@v0.8.0) ``create cluster --runtime binary`` with every binary
+  given as a local path (pkg/kwokctl/runtime/file.go: a path that exists is used as is, no
+  download): etcd, kube-apiserver (secure port, ``--authorization-mode=Node,RBAC``:
+  pkg/kwokctl/components/kube_apiserver.go), kube-controller-manager (all default
+  controllers: Job, garbage collector, ResourceClaim, service-account token ...),
+  kube-scheduler with a second profile :data:`GANG_SCHEDULER` (mpi-operator's
+  ``--gang-scheduling=<name>`` sets every pod's schedulerName to it), kwok-controller with
+  the stages of :mod:`testcluster.stages`; kubectl (built from the same release) on PATH,
+  as kwokctl needs it (pkg/kwokctl/runtime/cluster_tools.go).
+- The seven fake GPU nodes of :mod:`testcluster.nodes`.
+- The MPIJob CRD of mpi-operator v0.8.2 (manifests/base/kubeflow.org_mpijobs.yaml) and
+  scheduler-plugins' PodGroup CRD (v0.34.7, the version mpi-operator v0.8.2 requires),
+  server-side applied from the Go module cache.
+- mpi-operator out of cluster (cmd/mpi-operator/app/options/options.go flags;
+  ``KUBECONFIG`` env; leader election always on, in ``--lock-namespace``).
+
+Every process is started in its own session and stopped by its pid (kwokctl keeps the
+pids of the ones it started and stops them on ``delete cluster``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from testcluster import modules, nodes, stages
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD = REPO / "testcluster" / "build.sh"
+DEFAULT_DIR = Path(os.environ.get("KFP_GPU_CLUSTER_DIR",
+                                  Path.home() / ".cache" / "kfp-gpu" / "cluster"))
+#: The second kube-scheduler profile (same plugins as default-scheduler).
+GANG_SCHEDULER = "kfp-gpu-gang-scheduler"
+TIER1 = ("k8s", "etcd", "kwok", "mpi-operator")
+TIER2 = ("jobset", "trainer")
+TIER3 = ("kueue",)
+TIERS = {1: TIER1, 2: TIER1 + TIER2, 3: TIER1 + TIER2 + TIER3}
+#: The node tier (a real kubelet node, :mod:`testcluster.node`); beside any tier.
+NODE = ("kubelet", "containerd", "runc", "cni-plugins", "coredns", "dra-example-driver")
+#: Extra Subject Alternative Names of the API server's certificate: the first address of
+#: the Service range (the ``kubernetes`` Service that in-cluster clients dial; the API
+#: server's default --service-cluster-ip-range is 10.0.0.0/24).
+SERVICE_SANS = ["10.0.0.1"]
+
+
+class Unavailable(RuntimeError):
+    """The control plane cannot be brought up here (binaries not built, no go)."""
+
+
+@dataclass
+class Plane:
+    """A running control plane: its folder, cluster name and kubeconfig."""
+
+    dir: Path
+    name: str = "kfp-gpu"
+    bins: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def workdir(self) -> Path:
+        return self.dir / "kwok"
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    def env(self) -> dict[str, str]:
+        """Environment for kubectl/kwokctl/operators: KUBECONFIG, KWOK_WORKDIR, PATH."""
+        e = dict(os.environ, KUBECONFIG=str(self.kubeconfig), KWOK_WORKDIR=str(self.workdir))
+        if "k8s" in self.bins:
+            e["PATH"] = f"{self.bins['k8s']}{os.pathsep}{e.get('PATH', '')}"
+        return e
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run the built kubectl against this plane; with ``check`` a non-zero exit raises
+        RuntimeError with kubectl's stderr."""
+        r = subprocess.run([str(self.bins["k8s"] / "kubectl"), *args], env=self.env(),
+                           input=input, capture_output=True, text=True, timeout=timeout,
+                           check=False)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args[:3])} failed ({r.returncode}): "
+                               f"{r.stderr.strip()}")
+        return r
+
+    def apply(self, docs: list[dict]) -> None:
+        """Server-side apply (field manager ``kfp-gpu-tests``) of ``docs``; CRDs among them
+        are waited for until Established."""
+        text = yaml.safe_dump_all(docs)
+        self.kubectl("apply", "--server-side", "--force-conflicts",
+                     "--field-manager=kfp-gpu-tests", "-f", "-", input=text)
+        crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
+        end = time.monotonic() + 60
+        while crds and time.monotonic() < end:
+            r = self.kubectl("get", "crd", *crds, "-o", "json")
+            items = json.loads(r.stdout).get("items") or []
+            if all(any(c["type"] == "Established" and c["status"] == "True"
+                       for c in (i.get("status") or {}).get("conditions") or [])
+                   for i in items):
+                return
+            time.sleep(0.3)
+        if crds:
+            raise RuntimeError(f"CRDs not Established in 60 s: {', '.join(crds)}")
+
+    # ------------------------------------------------------------ processes
+    def pid_file(self, name: str) -> Path:
+        return self.dir / "pids" / f"{name}.pid"
+
+    def start_process(self, name: str, argv: list[str],
+                      extra_env: dict[str, str] | None = None) -> int:
+        """Start ``argv`` in its own session, log in logs/<name>.log, pid in pids/."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.pid_file(name).parent.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / f"{name}.log", "ab") as log:
+            p = subprocess.Popen(argv, env={**self.env(), **(extra_env or {})}, stdout=log,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
+        self.pid_file(name).write_text(str(p.pid))
+        return p.pid
+
+    def stop_process(self, name: str, grace_s: float = 10.0) -> None:
+        """SIGTERM the process recorded as ``name`` (its session), SIGKILL after grace_s."""
+        f = self.pid_file(name)
+        if not f.exists():
+            return
+        pid = int(f.read_text())
+        _signal_group(pid, signal.SIGTERM)
+        end = time.monotonic() + grace_s
+        while time.monotonic() < end and _alive(pid):
+            time.sleep(0.1)
+        if _alive(pid):
+            _signal_group(pid, signal.SIGKILL)
+        f.unlink(missing_ok=True)
+
+    def running(self, name: str) -> bool:
+        f = self.pid_file(name)
+        return f.exists() and _alive(int(f.read_text()))
+
+    # ------------------------------------------------------------ operators
+    def start_mpi_operator(self, gang_scheduling: str = "") -> None:
+        """mpi-operator v0.8.2 out of cluster, waiting until it leads (its Lease)."""
+        argv = [str(self.bins["mpi-operator"] / "mpi-operator"),
+                "--lock-namespace=mpi-operator", "--kube-api-qps=50", "--kube-api-burst=100",
+                "--threadiness=2"]
+        if gang_scheduling:
+            argv.append(f"--gang-scheduling={gang_scheduling}")
+        before = self.lease_holder("mpi-operator", "mpi-operator")
+        self.start_process("mpi-operator", argv)
+        # v0.8.2 does not release its Lease on exit (no ReleaseOnCancel: app/server.go), so
+        # a restarted operator leads only once the old holder's 15 s lease has expired.
+        self.wait_for_lease("mpi-operator", "mpi-operator", "mpi-operator", before)
+
+    def lease_holder(self, ns: str, lease: str) -> str:
+        r = self.kubectl("get", "lease", "-n", ns, lease, "-o",
+                         "jsonpath={.spec.holderIdentity}", check=False)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    def wait_for_lease(self, ns: str, lease: str, process: str, previous: str = "",
+                       timeout: float = 90) -> None:
+        """Wait until Lease ns/lease has a holder other than ``previous``; the process must
+        stay alive meanwhile."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not self.running(process):
+                raise RuntimeError(f"{process} exited: see {self.logs / (process + '.log')}")
+            holder = self.lease_holder(ns, lease)
+            if holder and holder != previous:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"{process} did not take Lease {ns}/{lease} in {timeout:.0f} s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers kill(0): reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+# ---------------------------------------------------------------- binaries
+def binaries(tools: tuple[str, ...] = TIER1) -> dict[str, Path]:
+    """{tool: folder of its built binaries}; raises :class:`Unavailable` naming the missing."""
+    out, missing = {}, []
+    for t in tools:
+        r = subprocess.run(["bash", str(BUILD), "--dir", t], capture_output=True, text=True,
+                           check=False)
+        if r.returncode == 0 and r.stdout.strip():
+            out[t] = Path(r.stdout.strip())
+        else:
+            missing.append(t)
+    if missing:
+        raise Unavailable(f"control-plane binaries not built: {', '.join(missing)} "
+                          f"(bash testcluster/build.sh {' '.join(missing)})")
+    return out
+
+
+# ---------------------------------------------------------------- up / down
+def _kwokctl_config(plane: Plane) -> Path:
+    """The kwokctl configuration file: the stages, one document each."""
+    path = plane.dir / "kwokctl.yaml"
+    conf = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
+            "options": {"runtime": "binary", "kubeApiserverCertSANs": SERVICE_SANS},
+            # The API server reaches a real node's kubelet (logs, exec) at its InternalIP;
+            # by default it tries the node's host name first, which here names the host.
+            "componentsPatches": [{"name": "kube-apiserver", "extraArgs": [
+                {"key": "kubelet-preferred-address-types", "value": "InternalIP"}]}]}
+    path.write_text(yaml.safe_dump_all([conf, *stages.all_stages()]))
+    return path
+
+
+def _scheduler_config(plane: Plane) -> Path:
+    """kube-scheduler config with profiles default-scheduler and :data:`GANG_SCHEDULER`
+    (kubescheduler.config.k8s.io/v1; kwokctl fills in clientConnection.kubeconfig:
+    pkg/kwokctl/runtime/binary/cluster_kube_scheduler.go)."""
+    path = plane.dir / "kube-scheduler.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": GANG_SCHEDULER}],
+    }))
+    return path
+
+
+def _create_cluster(plane: Plane) -> None:
+    b = plane.bins
+    argv = [str(b["kwok"] / "kwokctl"), "create", "cluster", "--name", plane.name,
+            "--runtime", "binary", "--wait", "3m", "--kubeconfig", str(plane.kubeconfig),
+            "--etcd-binary", str(b["etcd"] / "etcd"),
+            "--kube-apiserver-binary", str(b["k8s"] / "kube-apiserver"),
+            "--kube-controller-manager-binary", str(b["k8s"] / "kube-controller-manager"),
+            "--kube-scheduler-binary", str(b["k8s"] / "kube-scheduler"),
+            "--kwok-controller-binary", str(b["kwok"] / "kwok"),
+            "--kube-scheduler-config", str(_scheduler_config(plane)),
+            "-c", str(_kwokctl_config(plane))]
+    plane.logs.mkdir(parents=True, exist_ok=True)
+    with open(plane.logs / "kwokctl.log", "ab") as log:
+        r = subprocess.run(argv, env=plane.env(), stdout=log, stderr=subprocess.STDOUT,
+                           timeout=600, check=False)
+    if r.returncode != 0:
+        tail = (plane.logs / "kwokctl.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"kwokctl create cluster failed ({r.returncode}):\n{tail}")
+
+
+def _wait_nodes_ready(plane: Plane, names: list[str], timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        r = plane.kubectl("get", "nodes", "-l", f"{nodes.FAKE_NODE_LABEL}=true", "-o", "json")
+        ready = {n["metadata"]["name"] for n in json.loads(r.stdout)["items"]
+                 if any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in (n.get("status") or {}).get("conditions") or [])}
+        if set(names) <= ready:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"fake nodes not Ready in {timeout:.0f} s")
+
+
+def built_tier() -> int:
+    """The highest tier whose binaries are all built (0: not even tier 1)."""
+    for tier in (3, 2, 1):
+        try:
+            binaries(TIERS[tier])
+            return tier
+        except Unavailable:
+            continue
+    return 0
+
+
+def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu", tier: int = 1,
+       node: bool = False) -> Plane:
+    """Bring the control plane up in ``dir`` (must not hold a running one) with the
+    operators of ``tier`` (1: mpi-operator; 2: + JobSet, Trainer; 3: + Kueue) and, with
+    ``node``, a real node (:mod:`testcluster.node`); return it.
+
+    Raises:
+        Unavailable: binaries not built.
+        RuntimeError: a step failed (the message names the log to read).
+    """
+    from testcluster import operators
+
+    plane = Plane(Path(dir), name, binaries(TIERS[tier] + (NODE if node else ())))
+    if plane.kubeconfig.exists():
+        raise RuntimeError(f"{plane.dir} already holds a control plane: "
+                           "python -m testcluster.controlplane down first")
+    plane.dir.mkdir(parents=True, exist_ok=True)
+    try:
+        _create_cluster(plane)
+        fake = nodes.fake_nodes()
+        plane.apply(fake)
+        _wait_nodes_ready(plane, [n["metadata"]["name"] for n in fake])
+        plane.kubectl("create", "namespace", "mpi-operator")
+        plane.apply(modules.crds("mpi-operator") + modules.crds("podgroup"))
+        plane.start_mpi_operator()
+        if tier >= 2:
+            operators.start_tier2(plane)
+        if tier >= 3:
+            operators.start_tier3(plane)
+        (plane.dir / "tier").write_text(str(tier))
+        if node:
+            start_node(plane)
+    except BaseException:
+        down(plane.dir, name)
+        raise
+    return plane
+
+
+def start_node(plane: Plane) -> None:
+    """Add the real node (:func:`testcluster.node.up`) to a running plane."""
+    from testcluster import node
+
+    plane.bins.update(binaries(NODE))
+    node.up(plane)
+
+
+def has_node(dir: Path) -> bool:
+    """Whether the plane in ``dir`` has its real node (made by :func:`start_node`)."""
+    from testcluster import node
+
+    return node.state_file(Path(dir)).exists()
+
+
+def attach(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu") -> Plane:
+    """The plane that :func:`up` started in ``dir``."""
+    dir = Path(dir)
+    return Plane(dir, name, binaries(TIERS[tier_of(dir)] + (NODE if has_node(dir) else ())))
+
+
+def tier_of(dir: Path) -> int:
+    """The tier the plane in ``dir`` was brought up with."""
+    f = Path(dir) / "tier"
+    return int(f.read_text()) if f.exists() else 1
+
+
+def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
+    """Stop the operators (by pid), delete the kwokctl cluster(s) in ``dir`` (``name``, by
+    default each one under ``dir/kwok/clusters``: the test fixture names its cluster
+    ``kfp-gpu-<random>``) and remove ``dir``. A cluster process kwokctl did not stop is
+    killed by the pid kwokctl recorded (``clusters/<name>/pids/<component>.pid``, kwok
+    v0.8.0 pkg/kwokctl/runtime/exec.go). Safe to call twice."""
+    from testcluster import node
+
+    dir = Path(dir)
+    plane = Plane(dir)
+    for line in node.down(plane):
+        print(f"  node: {line}", file=sys.stderr)
+    for f in sorted((dir / "pids").glob("*.pid")) if (dir / "pids").exists() else []:
+        plane.stop_process(f.stem)
+    try:
+        plane.bins = binaries(("k8s", "kwok"))
+    except Unavailable:
+        plane.bins = {}
+    clusters = plane.workdir / "clusters"
+    if name:
+        names = [name]
+    else:
+        names = sorted(p.name for p in clusters.iterdir()) if clusters.is_dir() else []
+    for cluster in names:
+        if "kwok" in plane.bins:
+            subprocess.run([str(plane.bins["kwok"] / "kwokctl"), "delete", "cluster", "--name",
+                            cluster], env=plane.env(), capture_output=True, timeout=120,
+                           check=False)
+        for f in (clusters / cluster / "pids").glob("*.pid"):
+            _kill_recorded(f, clusters / cluster)
+    subprocess.run(["rm", "-rf", str(dir)], check=False)
+
+
+def _kill_recorded(pidfile: Path, home: Path) -> None:
+    """SIGKILL the process in ``pidfile`` if it still runs a binary under ``home``."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(pidfile.read_text().strip())
+        if Path(os.readlink(f"/proc/{pid}/exe")).is_relative_to(home):
+            os.kill(pid, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testcluster.controlplane",
+                                description="Bring the test control plane up or down.")
+    p.add_argument("action", choices=["up", "down"])
+    p.add_argument("--tier", type=int, choices=[1, 2, 3], default=None,
+                   help="operators: 1 mpi-operator, 2 + JobSet and Trainer, 3 + Kueue "
+                        "(default: the highest tier whose binaries are built)")
+    p.add_argument("--node", action="store_true",
+                   help="also a real node: kubelet, containerd, CoreDNS, DRA plugin "
+                        "(bash testcluster/build.sh node first)")
+    p.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                   help=f"state folder (default {DEFAULT_DIR}; env KFP_GPU_CLUSTER_DIR)")
+    a = p.parse_args(argv)
+    try:
+        if a.action == "up":
+            t0 = time.monotonic()
+            tier = a.tier or built_tier() or 1
+            plane = up(a.dir, tier=tier, node=a.node)
+            print(f"control plane (tier {tier}{', real node' if a.node else ''}) up in "
+                  f"{time.monotonic() - t0:.0f} s; "
+                  f"logs in {plane.logs}")
+            print(f"export KUBECONFIG={plane.kubeconfig}")
+        else:
+            down(a.dir)
+            print(f"control plane in {a.dir} stopped")
+    except (Unavailable, RuntimeError) as e:  # node.NodeError is a RuntimeError
+        print(f"error: {e}", file=sys.stderr)
+        return 3 if isinstance(e, Unavailable) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,462 @@
+"""The node tier: one real Kubernetes node joins the plane beside the kwok nodes, so pods
+really run (the project's images under a kubelet, containerd and runc).
+
+    python -m testcluster.controlplane up --node     # make cluster-up NODE=1
+    python -m testcluster.controlplane down          # removes the node too
+
+What runs, all built from the wrapper modules in testcluster/go (``build.sh node``):
+kubelet and kube-proxy (k8s.io/kubernetes v1.36.3, the same module as the control plane),
+containerd v2.4.2 + runc v1.3.3, the CNI plugins v1.10.0 (bridge, host-local, loopback,
+portmap), CoreDNS v1.13.1 and dra-example-driver v0.2.1's kubelet plugin. Everything but
+the veth's host end lives in a network namespace of its own (``ip netns add``); daemons
+are started in it with ``nsenter --net=`` (``ip netns exec`` would remount /sys and hide
+the machine's cgroup v1 mounts). The API server is reached on the veth's host end (it
+binds 0.0.0.0), the kubelet by the API server on the node's InternalIP
+(``--kubelet-preferred-address-types=InternalIP``, set by :mod:`testcluster.controlplane`).
+Cluster DNS is CoreDNS as a process of the node on the node's address; Service ClusterIPs
+(the ``kubernetes`` Service for in-cluster clients) are kube-proxy's iptables rules in
+the namespace.
+
+State is recorded in ``<plane>/node/state.json`` before each thing is made, so
+:func:`down` removes exactly what :func:`up` made: processes (by pid; containers and
+shims by their cgroup and containerd address), mounts under the node's folder, the
+namespace, the veth, the cgroups under the node's cgroup root, libcni's cache files of
+the node's network, and the six sysctls kubelet sets (restored to their values).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+
+from testcluster import node_config as cfg
+
+#: Kubernetes' pause source in the module cache (the image the CRI runs each pod around).
+PAUSE_SOURCE = "k8s.io/kubernetes@v1.36.3/build/pause/linux/pause.c"
+#: The processes of the node, in start order (stopped in reverse).
+PROCESSES = ("containerd", "kubelet", "kube-proxy", "coredns", "dra-plugin")
+CGROUP_FS = Path("/sys/fs/cgroup")
+CNI_CACHE = Path("/var/lib/cni/results")
+#: dra-example-driver's device class (deployments/helm/.../deviceclass.yaml) and driver.
+DRA_DEVICE_CLASS = "gpu.example.com"
+
+
+class NodeError(RuntimeError):
+    """A step of bringing the node up failed; the message names the log to read."""
+
+
+def _run(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(argv), capture_output=True, text=True, check=False, **kw)
+    if check and r.returncode != 0:
+        raise NodeError(f"{' '.join(argv[:4])} failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+# ---------------------------------------------------------------- state
+def state_file(plane_dir: Path) -> Path:
+    return Path(plane_dir) / "node" / "state.json"
+
+
+def _load(plane_dir: Path) -> dict:
+    f = state_file(plane_dir)
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def _record(plane_dir: Path, **kv) -> dict:
+    s = _load(plane_dir)
+    s.update(kv)
+    f = state_file(plane_dir)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps(s, indent=1))
+    tmp.replace(f)
+    return s
+
+
+def free_index() -> int:
+    """The lowest node network index (:class:`testcluster.node_config.Addresses`) whose
+    namespace does not exist on this machine."""
+    used = set(_run("ip", "netns", "list").stdout.split())
+    for i in range(64):
+        if cfg.Addresses(i).netns not in used and not Path(
+                f"/sys/class/net/{cfg.Addresses(i).host_if}").exists():
+            return i
+    raise NodeError("no free node network index (64 node namespaces exist)")
+
+
+# ---------------------------------------------------------------- pause image
+def pause_image_tar(pause_binary: bytes) -> bytes:
+    """An OCI image layout tarball of ``pause_binary`` as ``/pause`` (entrypoint), named
+    :data:`testcluster.node_config.PAUSE_IMAGE` for ``ctr images import``. Pure."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as t:
+        info = tarfile.TarInfo("pause")
+        info.size, info.mode, info.mtime = len(pause_binary), 0o755, 0
+        t.addfile(info, io.BytesIO(pause_binary))
+    layer_b = layer.getvalue()
+    def digest(b: bytes) -> str:
+        return "sha256:" + hashlib.sha256(b).hexdigest()
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+        "rootfs": {"type": "layers", "diff_ids": [digest(layer_b)]}}).encode()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": digest(config), "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": digest(layer_b), "size": len(layer_b)}]}).encode()
+    index = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "digest": digest(manifest), "size": len(manifest),
+                       "annotations": {"io.containerd.image.name": cfg.PAUSE_IMAGE,
+                                       "org.opencontainers.image.ref.name": "3.10.2"}}]})
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as t:
+        def add(name: str, data: bytes) -> None:
+            i = tarfile.TarInfo(name)
+            i.size, i.mtime = len(data), 0
+            t.addfile(i, io.BytesIO(data))
+        add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        add("index.json", index.encode())
+        for b in (layer_b, config, manifest):
+            add("blobs/sha256/" + digest(b).split(":")[1], b)
+    return out.getvalue()
+
+
+def pause_binary(cache: Path) -> bytes:
+    """Kubernetes' pause, compiled statically (gcc) from the module cache's
+    build/pause/linux/pause.c into ``cache`` once."""
+    out = cache / "pause"
+    if not out.exists():
+        gomodcache = _run("go", "env", "GOMODCACHE").stdout.strip()
+        src = Path(gomodcache) / PAUSE_SOURCE
+        if not src.exists():
+            raise NodeError(f"{src} missing: bash testcluster/build.sh kubelet first")
+        cache.mkdir(parents=True, exist_ok=True)
+        _run("gcc", "-Os", "-static", "-DVERSION=v3.10.2", "-o", str(out) + ".tmp",
+             str(src))
+        Path(str(out) + ".tmp").replace(out)
+    return out.read_bytes()
+
+
+# ---------------------------------------------------------------- up
+def up(plane, *, index: int | None = None, gpus: int = 4) -> None:
+    """Bring the real node up on ``plane`` (a :class:`testcluster.controlplane.Plane`
+    whose ``bins`` hold the node tier's tools) and wait until it is Ready.
+
+    ``gpus`` fake GPUs are advertised both ways the project requests them: extended
+    resources ``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb`` and ``nvidia.com/gpu.shared``
+    on the node's status (kept by the kubelet: extended resources it does not manage are
+    left in capacity, as Kubernetes documents for extended resources), and ``gpus``
+    devices of dra-example-driver's kubelet plugin (DeviceClass ``gpu.example.com``).
+
+    Raises:
+        NodeError: a step failed (the message names the log); what was made is recorded
+            so :func:`down` removes it.
+    """
+    d = plane.dir
+    addrs = cfg.Addresses(free_index() if index is None else index)
+    paths = cfg.Paths(d / "node")
+    for p in (paths.config, paths.cni_conf, paths.cni_ipam, paths.cdi, paths.pod_logs,
+              paths.kubelet_root):
+        p.mkdir(parents=True, exist_ok=True)
+    cgroup_root = f"/kfp-gpu-node{addrs.index}"
+    _record(d, index=addrs.index, netns=addrs.netns, host_if=addrs.host_if,
+            cgroup_root=cgroup_root, root=str(paths.root),
+            sysctls={k: Path(f"/proc/sys/{k}").read_text().strip()
+                     for k in cfg.KUBELET_SYSCTLS})
+    _network(addrs)
+    for sub in _cgroup_hierarchies():
+        (sub / cgroup_root.lstrip("/")).mkdir(exist_ok=True)
+
+    b = plane.bins
+    oom = int(Path("/proc/self/oom_score_adj").read_text())
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    node_kc = paths.config / "kubeconfig"
+    node_kc.write_text(yaml.safe_dump(cfg.node_kubeconfig(admin, addrs.host_ip)))
+    ca = paths.config / "ca.crt"
+    ca.write_text(_ca_pem(admin))
+    (paths.config / "resolv.conf").write_text(f"nameserver {addrs.node_ip}\n")
+    (paths.config / "containerd.toml").write_text(
+        cfg.containerd_config(paths, b["runc"] / "runc", b["cni-plugins"] / "cni"))
+    (paths.cni_conf / "10-kfp-gpu.conflist").write_text(
+        json.dumps(cfg.cni_conflist(paths, addrs), indent=1))
+    (paths.config / "kubelet.yaml").write_text(yaml.safe_dump(cfg.kubelet_config(
+        paths, addrs, ca_file=ca, cgroup_root=cgroup_root, oom_score_adj=oom)))
+    (paths.config / "kube-proxy.yaml").write_text(yaml.safe_dump(
+        cfg.kube_proxy_config(addrs, node_kc, oom)))
+    (paths.config / "Corefile").write_text(cfg.corefile(addrs, node_kc))
+
+    ns = ["nsenter", f"--net=/run/netns/{addrs.netns}", "--"]
+    path_env = {"PATH": os.pathsep.join([str(b["containerd"]), str(b["runc"]),
+                                         os.environ.get("PATH", "")])}
+    plane.start_process("containerd", [*ns, str(b["containerd"] / "containerd"), "--config",
+                                       str(paths.config / "containerd.toml")], path_env)
+    _wait(lambda: _ctr(plane, paths, "version", check=False).returncode == 0, 60,
+          "containerd did not answer", plane, "containerd")
+    _ctr_import(plane, paths, pause_image_tar(pause_binary(plane.bins["kubelet"])))
+    plane.start_process("kubelet", [
+        *ns, str(b["kubelet"] / "kubelet"), f"--config={paths.config / 'kubelet.yaml'}",
+        f"--kubeconfig={node_kc}", f"--hostname-override={cfg.NODE_NAME}",
+        f"--node-ip={addrs.node_ip}", f"--root-dir={paths.kubelet_root}",
+        f"--node-labels={cfg.REAL_NODE_LABEL}=true", "--v=2"], path_env)
+    _wait(lambda: _node_ready(plane), 180, "the node did not become Ready", plane, "kubelet")
+    plane.start_process("kube-proxy", [*ns, str(b["kubelet"] / "kube-proxy"),
+                                       f"--config={paths.config / 'kube-proxy.yaml'}"])
+    plane.start_process("coredns", [*ns, str(b["coredns"] / "coredns"), "-conf",
+                                    str(paths.config / "Corefile")])
+    _advertise_gpus(plane, gpus)
+    plane.apply([dra_device_class()])
+    plane.start_process("dra-plugin", [
+        *ns, str(b["dra-example-driver"] / "dra-example-kubeletplugin"),
+        f"--node-name={cfg.NODE_NAME}", f"--cdi-root={paths.cdi}", f"--num-devices={gpus}",
+        f"--kubelet-registrar-directory-path={paths.kubelet_root / 'plugins_registry'}",
+        f"--kubelet-plugins-directory-path={paths.kubelet_root / 'plugins'}"],
+        {"KUBECONFIG": str(node_kc)})
+    _wait(lambda: _slices(plane) >= gpus, 90,
+          "dra-example-driver published no ResourceSlice", plane, "dra-plugin")
+
+
+def dra_device_class() -> dict:
+    """dra-example-driver v0.2.1's DeviceClass (deployments/helm/dra-example-driver/
+    templates/deviceclass.yaml, resource.k8s.io/v1)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": DRA_DEVICE_CLASS},
+            "spec": {"selectors": [{"cel": {
+                "expression": f"device.driver == '{DRA_DEVICE_CLASS}'"}}]}}
+
+
+def _ca_pem(kubeconfig: dict) -> str:
+    import base64
+
+    c = kubeconfig["clusters"][0]["cluster"]
+    if "certificate-authority-data" in c:
+        return base64.b64decode(c["certificate-authority-data"]).decode()
+    return Path(c["certificate-authority"]).read_text()
+
+
+def _network(a: cfg.Addresses) -> None:
+    _run("ip", "netns", "add", a.netns)
+    _run("ip", "link", "add", a.host_if, "type", "veth", "peer", "name", "eth0", "netns",
+         a.netns)
+    _run("ip", "addr", "add", f"{a.host_ip}/30", "dev", a.host_if)
+    _run("ip", "link", "set", a.host_if, "up")
+    for argv in (("ip", "addr", "add", f"{a.node_ip}/30", "dev", "eth0"),
+                 ("ip", "link", "set", "eth0", "up"), ("ip", "link", "set", "lo", "up"),
+                 ("ip", "route", "add", "default", "via", a.host_ip),
+                 ("sysctl", "-qw", "net.ipv4.ip_forward=1")):
+        _run("ip", "netns", "exec", a.netns, *argv)
+
+
+def _cgroup_hierarchies() -> list[Path]:
+    """The machine's cgroup v1 hierarchies (one folder per mounted controller set)."""
+    out = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        _dev, mnt, fstype = line.split()[:3]
+        if fstype == "cgroup" and Path(mnt).is_relative_to(CGROUP_FS):
+            out.append(Path(mnt))
+    return out
+
+
+def _ctr(plane, paths: cfg.Paths, *args: str, check: bool = True, input: bytes | None = None,
+         timeout: float = 600) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(plane.bins["containerd"] / "ctr"), "--address",
+                        str(paths.containerd_sock), "--namespace", "k8s.io", *args],
+                       input=input, capture_output=True, timeout=timeout, check=False)
+    if check and r.returncode != 0:
+        raise NodeError(f"ctr {' '.join(args[:2])} failed: {r.stderr.decode()[-500:]}")
+    return r
+
+
+def _ctr_import(plane, paths: cfg.Paths, tar: bytes) -> None:
+    _ctr(plane, paths, "images", "import", "--no-unpack", "-", input=tar)
+
+
+def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
+    """Copy Docker images into the node's containerd (``docker save`` streamed into ``ctr
+    images import``): the pods use them as built, no registry. Returns seconds per ref.
+
+    Raises:
+        NodeError: ctr refused an image.
+    """
+    paths = cfg.Paths(plane.dir / "node")
+    times = {}
+    for ref in refs:
+        t0 = time.monotonic()
+        ctr = subprocess.Popen([str(plane.bins["containerd"] / "ctr"), "--address",
+                                str(paths.containerd_sock), "--namespace", "k8s.io", "images",
+                                "import", "-"], stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            for chunk in docker_client.images.get(ref).save(named=True):
+                ctr.stdin.write(chunk)
+        finally:
+            ctr.stdin.close()
+        err = ctr.stderr.read().decode(errors="replace")
+        if ctr.wait(timeout=900) != 0:
+            raise NodeError(f"importing {ref} into the node failed: {err[-500:]}")
+        times[ref] = time.monotonic() - t0
+    return times
+
+
+def node_images(plane) -> set[str]:
+    """The image references the node's containerd holds (CRI namespace ``k8s.io``)."""
+    paths = cfg.Paths(plane.dir / "node")
+    return set(_ctr(plane, paths, "images", "ls", "-q").stdout.decode().split())
+
+
+def _node_ready(plane) -> bool:
+    r = plane.kubectl("get", "node", cfg.NODE_NAME, "-o", "json", check=False)
+    if r.returncode != 0:
+        return False
+    conds = json.loads(r.stdout).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def _slices(plane) -> int:
+    r = plane.kubectl("get", "resourceslices", "--field-selector",
+                      f"spec.nodeName={cfg.NODE_NAME}", "-o", "json", check=False)
+    if r.returncode != 0:
+        return 0
+    return sum(len(s["spec"].get("devices") or []) for s in json.loads(r.stdout)["items"])
+
+
+def _advertise_gpus(plane, gpus: int) -> None:
+    res = {"nvidia.com/gpu": str(gpus), "nvidia.com/mig-1g.10gb": str(gpus),
+           "nvidia.com/gpu.shared": str(gpus * 4)}
+    plane.kubectl("patch", "node", cfg.NODE_NAME, "--subresource=status", "--type=merge",
+                  "-p", json.dumps({"status": {"capacity": res, "allocatable": res}}))
+
+
+def _wait(cond, timeout: float, what: str, plane, process: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not plane.running(process):
+            raise NodeError(f"{process} exited: see {plane.logs / (process + '.log')}")
+        if cond():
+            return
+        time.sleep(0.5)
+    raise NodeError(f"{what} in {timeout:.0f} s: see {plane.logs / (process + '.log')}")
+
+
+# ---------------------------------------------------------------- down
+def down(plane) -> list[str]:
+    """Remove what :func:`up` made on ``plane`` (per its state file), in reverse; safe to
+    call twice and after a failed up. Returns one line per thing removed."""
+    s = _load(plane.dir)
+    if not s:
+        return []
+    done = []
+    for name in reversed(PROCESSES):
+        if plane.running(name):
+            done.append(f"stopped {name}")
+        plane.stop_process(name, grace_s=5)
+    root = Path(s["root"])
+    killed = _kill_node_processes(s["cgroup_root"], root)
+    if killed:
+        done.append(f"killed {killed} container/shim processes")
+    n = _unmount_under(root)
+    if n:
+        done.append(f"unmounted {n} mounts")
+    if Path(f"/run/netns/{s['netns']}").exists():
+        _run("ip", "netns", "del", s["netns"], check=False)
+        done.append(f"deleted netns {s['netns']}")
+    if Path(f"/sys/class/net/{s['host_if']}").exists():
+        _run("ip", "link", "del", s["host_if"], check=False)
+        done.append(f"deleted veth {s['host_if']}")
+    n = _remove_cgroups(s["cgroup_root"])
+    if n:
+        done.append(f"removed {n} cgroups")
+    for k, v in (s.get("sysctls") or {}).items():
+        f = Path(f"/proc/sys/{k}")
+        with contextlib.suppress(OSError):
+            if f.read_text().strip() != v:
+                f.write_text(v)
+                done.append(f"restored {k.replace('/', '.')}={v}")
+    for f in CNI_CACHE.glob(f"{cfg.CNI_NETWORK}-*") if CNI_CACHE.is_dir() else []:
+        f.unlink(missing_ok=True)
+    shutil.rmtree(root, ignore_errors=True)
+    return done
+
+
+def _kill_node_processes(cgroup_root: str, root: Path) -> int:
+    """SIGKILL every process in a cgroup under ``cgroup_root`` (containers) and every
+    containerd shim started for the node's containerd (its command line names the node's
+    socket). Returns how many."""
+    sock = str(root / "containerd" / "containerd.sock")
+    n = 0
+    for _ in range(3):
+        pids = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                cg = (p / "cgroup").read_text()
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if f":{cgroup_root}/" in cg or (
+                        "containerd-shim" in cmd and sock in cmd):
+                    pids.append(int(p.name))
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        n += len(pids)
+        time.sleep(0.5)
+    return n
+
+
+def mounts_under(root: Path) -> list[str]:
+    """Mount points at or under ``root`` (from /proc/mounts), deepest first."""
+    r = str(root)
+    pts = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        mnt = line.split()[1].replace("\\040", " ")
+        if mnt == r or mnt.startswith(r + "/"):
+            pts.append(mnt)
+    return sorted(set(pts), key=lambda m: m.count("/"), reverse=True)
+
+
+def _unmount_under(root: Path) -> int:
+    n = 0
+    for _ in range(5):
+        pts = mounts_under(root)
+        if not pts:
+            break
+        for m in pts:
+            if subprocess.run(["umount", m], capture_output=True, check=False).returncode:
+                subprocess.run(["umount", "-l", m], capture_output=True, check=False)
+            n += 1
+    return n
+
+
+def cgroups_under(cgroup_root: str) -> list[Path]:
+    """Cgroup folders at or under ``cgroup_root`` in every v1 hierarchy, deepest first."""
+    out = []
+    for h in _cgroup_hierarchies():
+        top = h / cgroup_root.lstrip("/")
+        if top.is_dir():
+            out.extend(p for p, _, _ in os.walk(top))
+    return sorted(out, key=lambda p: len(p.parts), reverse=True)
+
+
+def _remove_cgroups(cgroup_root: str) -> int:
+    n = 0
+    for p in cgroups_under(cgroup_root):
+        with contextlib.suppress(OSError):
+            p.rmdir()
+            n += 1
+    return n

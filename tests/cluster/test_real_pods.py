@@ -1,0 +1,195 @@
+"""Real pods: the project's images run under the plane's real node (kubelet v1.36.3,
+containerd v2.4.2, runc v1.3.3, CNI bridge, CoreDNS; :mod:`testcluster.node`), driven by the
+real mpi-operator v0.8.2 and the real kube-scheduler / controllers.
+
+What only a real node shows, and which upstream behaviour each test rests on:
+
+- the MPIJob of train_resnet_horovod runs to Succeeded: mpi-operator's ssh Secret and
+  hostfile ConfigMap mounted by the kubelet (pkg/controller/mpi_job_controller.go
+  newLauncherPodTemplate / newWorker), the hostfile's
+  ``<job>-worker-<i>.<job>.<ns>.svc`` names resolved by CoreDNS from the headless Service
+  the operator makes, mpirun over ssh across pod IPs, Horovod's allreduce keeping the ranks'
+  weights identical, the Launcher's log read through the real pods/log;
+- PSA ``restricted`` (pod-security.kubernetes.io/enforce, k8s.io/pod-security-admission
+  policy/check_*.go): the images start as non-root with every capability dropped;
+- DRA: a claim from the project's ``dra`` claim template (class ``gpu.example.com``),
+  allocated by the scheduler's DRA plugin and prepared by dra-example-driver's kubelet
+  plugin, whose CDI spec puts ``GPU_DEVICE_<n>`` into the container
+  (cmd/dra-example-kubeletplugin/cdi.go).
+
+Each test pins its pods to the real node (its label and the taint it registers with,
+:mod:`testcluster.node_config`); the kwok nodes never get them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from components.train_resnet_horovod import run_training as rt
+from kfp_gpu.mpi.spec import backends, network, volumes
+from testcluster import node_config
+from tests.cluster import jobs, kube
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
+
+UID = 1000
+#: Tolerations and node selector that send a pod to the real node (and only there).
+ON_REAL_NODE = {
+    "tolerations": [{"key": node_config.REAL_NODE_TAINT["key"], "operator": "Exists",
+                     "effect": "NoSchedule"}],
+    "node_selector": {node_config.REAL_NODE_LABEL: "true"},
+}
+
+
+def host_pv(api, ns: str, claim: str, path: str, *, read_only: bool = False) -> None:
+    """A hostPath PersistentVolume on the real node bound to PVC ``claim`` in ``ns``
+    (static binding: ``volumeName`` + ``storageClassName: ""``, kube-controller-manager's
+    PV binder)."""
+    from kubernetes import client
+
+    pv = f"{ns}-{claim}"
+    client.CoreV1Api(api).create_persistent_volume({
+        "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                 "hostPath": {"path": path, "type": "Directory"},
+                 "claimRef": {"namespace": ns, "name": claim}}})
+    client.CoreV1Api(api).create_namespaced_persistent_volume_claim(ns, {
+        "metadata": {"name": claim},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}}})
+
+
+@pytest.fixture()
+def pvs(api):
+    """Deletes the PersistentVolumes a test made (cluster-scoped: the namespace's deletion
+    does not)."""
+    made: list[str] = []
+    yield made
+    from kubernetes import client
+
+    for pv in made:
+        client.CoreV1Api(api).delete_persistent_volume(pv)
+
+
+def resnet_job(ns: str, name: str, image: str) -> dict:
+    """The MPIJob train_resnet_horovod builds for 2 CPU Workers training the small ResNet
+    for 6 steps on Fashion-MNIST from the PVC ``fashion`` (/data), writing to the PVC
+    ``work`` (/work/run), pinned to the real node."""
+    args = rt.trainer_args(
+        "/data/fashion-mnist", "", "/work/run", epochs=1, batch_size=32, steps_per_epoch=6,
+        learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
+        width=8, mixed_precision=False, xla=False, seed=7)
+    settings = {**rt.cpu_worker_settings(), **ON_REAL_NODE,
+                "worker_cpu": "500m", "worker_memory": "1Gi",
+                "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
+                            volumes.PvcMount("work", "/work"))}
+    opts = rt.job_options(
+        name=name, namespace=ns, image=image, args=args, workers=2, settings=settings,
+        rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A, multus_networks="",
+        nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="256Mi",
+        run_id="real", task_name="train-resnet-horovod", policy=rt.policy_settings())
+    job = rt.build_job(backends.MPIJOB, opts, runtime_image=image)
+    # The Launcher goes to the real node too (mpi-operator copies each replica's template).
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    launcher["tolerations"] = list(ON_REAL_NODE["tolerations"])
+    launcher["nodeSelector"] = dict(ON_REAL_NODE["node_selector"])
+    return job
+
+
+def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, pvs,
+                                          shared_data, tmp_path):
+    image = node_image("horovod")
+    data = shared_data / "fashion-mnist"
+    assert data.is_dir(), f"{data} missing"
+    work = tmp_path / "work"
+    work.mkdir()
+    os.chown(work, UID, UID)
+    for claim, path, ro in (("fashion", str(data.parent), True), ("work", str(work), False)):
+        host_pv(api, namespace, claim, path, read_only=ro)
+        pvs.append(f"{namespace}-{claim}")
+    name = f"resnet-{uuid.uuid4().hex[:5]}"
+    job = resnet_job(namespace, name, image)
+    launch = jobs.Launch(api, job, tmp_path / "record.json", pending_timeout_s=300,
+                         log_poll_s=1.0)
+    launch.start()
+    result, error = launch.outcome(timeout=900)
+    log = "\n".join(launch.lines)
+    assert error is None, f"{error}\n--- launcher log:\n{log[-4000:]}"
+    assert result is not None
+
+    # The pods ran on the real node, as uid 1000, and are the operator's.
+    pods = kube.pods(api, namespace, f"training.kubeflow.org/job-name={name}")
+    assert {p.spec.node_name for p in pods} == {node_config.NODE_NAME}, \
+        [(p.metadata.name, p.spec.node_name) for p in pods]
+    assert len(pods) == 3  # Launcher + 2 Workers
+
+    # Horovod's ranks agree: rank 0's metrics (written through the PVC, uid 1000).
+    m = json.loads((work / "run" / "metrics.json").read_text())
+    ranks = m["ranks"]
+    assert m["world_size"] == 2 and [r["rank"] for r in ranks] == [0, 1]
+    assert {r["host"] for r in ranks} == {f"{name}-worker-0", f"{name}-worker-1"}
+    assert ranks[0]["first_batch_sha256"] != ranks[1]["first_batch_sha256"]
+    assert m["weights_identical"] is True and m["weights_sum_spread"] == 0.0
+    assert all(r["steps_run"] == 6 for r in ranks) and m["test_rows"] == 10000
+    model = work / "run" / "model" / "model.keras"
+    assert model.stat().st_uid == UID
+    # The Launcher's log came through the real pods/log: the trainer's own summary line.
+    assert "test_accuracy" in log or "accuracy" in log, log[-2000:]
+    print(f"\n--- Launcher log of {namespace}/{name} (last lines):\n" + "\n".join(
+        launch.lines[-25:]))
+
+
+@pytest.mark.parametrize("name", ["horovod", "launcher", "trainer"])
+def test_images_run_under_psa_restricted(real_node, api, node_image, name, request):
+    """Each image as a pod in a namespace enforcing PSA ``restricted``: admitted (runAsNonRoot,
+    every capability dropped, RuntimeDefault seccomp, no privilege escalation), started by
+    runc, and inside it the process is non-root with an empty effective capability set."""
+    from kubernetes import client
+
+    ns = f"t-psa-{name}-{uuid.uuid4().hex[:5]}"
+    kube.create_namespace(api, ns, {"pod-security.kubernetes.io/enforce": "restricted",
+                                    "pod-security.kubernetes.io/enforce-version": "latest"})
+    request.addfinalizer(lambda: kube.delete_namespace(api, ns))
+    ref = node_image(name)
+    pod = {
+        "metadata": {"name": "probe"},
+        "spec": {
+            "restartPolicy": "Never", **_pod_placement(),
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "probe", "image": ref, "imagePullPolicy": "Never",
+                "command": ["sh", "-c", "id -u; id -g; grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status; "
+                            "grep -c ^ /proc/self/status >/dev/null; cat /proc/self/attr/current "
+                            "2>/dev/null; grep Seccomp: /proc/self/status"],
+                "securityContext": {"allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}}}]}}
+    client.CoreV1Api(api).create_namespaced_pod(ns, pod)
+    phase = kube.wait_for(lambda: _ended(api, ns, "probe"), 180, f"pod {ns}/probe to end")
+    out = client.CoreV1Api(api).read_namespaced_pod_log("probe", ns)
+    assert phase == "Succeeded", out
+    lines = out.split()
+    uid = int(lines[0])
+    assert uid != 0, out
+    caps = dict(ln.split(":") for ln in out.splitlines() if ln.startswith("Cap"))
+    assert caps["CapEff"].strip() == "0000000000000000", out
+    assert caps["CapPrm"].strip() == "0000000000000000", out
+    assert "Seccomp:\t2" in out, out  # SECCOMP_MODE_FILTER: RuntimeDefault applied by runc
+
+
+def _pod_placement() -> dict:
+    return {"tolerations": list(ON_REAL_NODE["tolerations"]),
+            "nodeSelector": dict(ON_REAL_NODE["node_selector"])}
+
+
+def _ended(api, ns: str, pod: str) -> str | None:
+    from kubernetes import client
+
+    p = client.CoreV1Api(api).read_namespaced_pod(pod, ns)
+    return p.status.phase if p.status.phase in ("Succeeded", "Failed") else None
+
