@@ -34,6 +34,9 @@ ALLOWED = {
     ("kfp_gpu/training/text_model.py", "TrainConfig"):
         "one field per train_text_classifier component parameter (14), as the component "
         "signature lists them; cudnn_violations reads them side by side",
+    ("kfp_gpu/gpu/request.py", "GpuRequest"):
+        "one flat field per option of the GPU request text form (13 with dra's class=), read "
+        "by name by every kind module; nesting them would split each kind's parse/validate/text",
 }
 
 

@@ -54,6 +54,12 @@ def _require_dra(r) -> None:
                          f"({r.to_text()})")
 
 
+def device_class(r) -> str:
+    """The DeviceClass a ``dra`` request's claim names: its ``class=``, else NVIDIA's
+    ``mig.nvidia.com`` (MIG) or ``gpu.nvidia.com``."""
+    return r.device_class or (DRA_MIG_CLASS if r.profile else DRA_GPU_CLASS)
+
+
 def selectors(r) -> list[str]:
     """The CEL expressions of a ``dra`` request (MIG profile, product, memory), in that
     order; [] for a bare ``dra:gpu=N`` (the DeviceClass selects every GPU)."""
@@ -95,14 +101,16 @@ def opaque_parameters(r) -> dict | None:
 def claim_spec(r) -> dict:
     """``ResourceClaimSpec`` of a ``dra`` request: one request named
     :data:`~kfp_gpu.gpu.names.DRA_CLAIM_NAME` for ``count`` devices (``ExactCount``) of
-    DeviceClass ``gpu.nvidia.com`` or ``mig.nvidia.com``, the CEL selectors, and the
-    sharing config for that request.
+    the request's DeviceClass, the CEL selectors, and the sharing config for that request.
+    The DeviceClass is the request's ``class=`` (``r.device_class``: another DRA driver's,
+    e.g. ``gpu.example.com``; such a request has no selectors and no config), else
+    NVIDIA's ``mig.nvidia.com`` for ``dra:mig=`` and ``gpu.nvidia.com`` for ``dra:gpu=``.
 
     Raises:
         ValueError: ``r`` is not a ``dra`` request.
     """
     _require_dra(r)
-    exactly: dict = {"deviceClassName": DRA_MIG_CLASS if r.profile else DRA_GPU_CLASS}
+    exactly: dict = {"deviceClassName": device_class(r)}
     cel = selectors(r)
     if cel:
         exactly["selectors"] = [{"cel": {"expression": e}} for e in cel]

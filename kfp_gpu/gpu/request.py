@@ -37,8 +37,9 @@ queues every pod it schedules) takes ``queue=NAME`` (label ``kai.scheduler/queue
 ``queue-label=KEY`` (e.g. ``runai/queue`` on Run:ai);
 ``hami`` takes ``mem=MiB`` and ``cores=PERCENT``; ``dra`` (alpha upstream) takes
 ``product=``, ``memory>=QTY``, ``model=`` and ``sharing=time-slicing|mps`` with
-``interval=`` / ``threads=`` / ``pinned=`` (:mod:`kfp_gpu.gpu.kinds.dra`; the claim:
-:mod:`kfp_gpu.gpu.claim`).
+``interval=`` / ``threads=`` / ``pinned=``, or ``class=DEVICECLASS`` alone with ``gpu=N``
+(another DRA driver's DeviceClass, e.g. ``gpu.example.com``) (:mod:`kfp_gpu.gpu.kinds.dra`;
+the claim: :mod:`kfp_gpu.gpu.claim`).
 
 Other upstream names: toleration ``nvidia.com/gpu`` Exists NoSchedule -- the taint GPU node
 pools carry (GKE, EKS and the GPU Operator docs use this key).
@@ -97,6 +98,9 @@ class GpuRequest:
         sharing: ``shared``: the plugin's replicas per GPU, strategy, renamed resource;
             ``dra``: the driver's sharing strategy, time-slice interval, MPS settings.
         queue: the KAI/Run:ai queue (name, label key), any kind.
+        device_class: ``dra``: another DRA driver's DeviceClass (``class=``, e.g.
+            ``gpu.example.com``); "" = NVIDIA's ``gpu.nvidia.com`` / ``mig.nvidia.com``
+            (naming one of those is the same as "").
         unchecked: ``mig``: the profile was not checked against the MIG tables
             (``unchecked=true``, for profiles newer than the tables).
     """
@@ -113,12 +117,16 @@ class GpuRequest:
     sharing: Sharing = field(default_factory=Sharing)
     queue: KaiQueue = field(default_factory=KaiQueue)
     unchecked: bool = False
+    device_class: str = ""
 
     def __post_init__(self):
         if self.kind not in REGISTRY:
             raise ValueError(f"unknown GPU request kind {self.kind!r}; {ACCEPTED}")
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 0:
             raise ValueError(f"GPU count must be a non-negative integer, got {self.count!r}; "
+                             f"{ACCEPTED}")
+        if self.device_class and self.kind != "dra":
+            raise ValueError(f"a DeviceClass (class=) is for 'dra' requests, not {self.kind!r}; "
                              f"{ACCEPTED}")
         kind = REGISTRY[self.kind]
         kind.validate(self)

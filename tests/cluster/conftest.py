@@ -148,7 +148,7 @@ def real_node(plane) -> controlplane.Plane:
 
 
 @pytest.fixture(scope="session")
-def node_image(real_node, docker_client, image):
+def node_image(real_node, docker_client, image):  # noqa: F811 - the imported fixtures
     """``node_image(name)`` -> the ref of built image ``name`` (horovod, launcher,
     trainer), copied from the Docker engine into the real node's containerd on first use
     (``docker save`` | ``ctr images import``: no registry)."""

@@ -13,7 +13,8 @@ What is judged:
   the API server drops a pod's ``resourceClaims`` when DRA is off, and the pod then runs
   without a GPU, silently;
 - the DeviceClass the request needs (``gpu.nvidia.com`` / ``mig.nvidia.com``, NVIDIA's Helm
-  chart) missing, or no node publishing the driver's ResourceSlices: a problem;
+  chart, or the request's ``class=``) missing, or (NVIDIA's classes) no node publishing the
+  driver's ResourceSlices: a problem;
 - a node that has both the device plugin's ``nvidia.com/gpu`` allocatable and the DRA
   driver's devices: a warning -- the two must not run on one node (each would hand out
   the same GPUs);
@@ -28,7 +29,7 @@ import json
 
 from kfp_gpu import gpu
 from kfp_gpu.cluster.doctor.model import ClusterFacts, Needs, Node, Report, api_error
-from kfp_gpu.gpu import names
+from kfp_gpu.gpu import claim, names
 
 
 def _device(dev: dict) -> dict:
@@ -119,7 +120,9 @@ def dra_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
         return  # nothing read, or a cluster without DRA and a request that needs none
     status = ("served" if dra.served else "NOT served") if not dra.error else dra.error
     rows = [(names.RESOURCE_API_VERSION, status)]
-    for cls in (names.DRA_GPU_CLASS, names.DRA_MIG_CLASS):
+    nvidia_classes = (names.DRA_GPU_CLASS, names.DRA_MIG_CLASS)
+    extra = (claim.device_class(req),) if wants and req.device_class else ()
+    for cls in (*nvidia_classes, *extra):
         rows.append((f"DeviceClass {cls}", "present" if cls in dra.classes else "missing"))
     rows.append((f"ResourceSlices of {names.DRA_DRIVER}", str(dra.slices)))
     rep.sections.append(("Dynamic Resource Allocation (NVIDIA DRA driver, alpha)",
@@ -141,11 +144,13 @@ def dra_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
                       "its API server drops a pod's resourceClaims and the pod runs WITHOUT a "
                       "GPU, silently")
     else:
-        cls = names.DRA_MIG_CLASS if req.profile else names.DRA_GPU_CLASS
+        cls = claim.device_class(req)
+        nvidia = cls in nvidia_classes
         if cls not in dra.classes:
-            target.append(f"DeviceClass {cls} is missing: install NVIDIA's DRA driver "
-                          "(kubernetes-sigs/dra-driver-nvidia-gpu Helm chart)")
-        if not dra.slices:
+            target.append(f"DeviceClass {cls} is missing: install " + (
+                "NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu Helm chart)"
+                if nvidia else "the DRA driver that provides it"))
+        if nvidia and not dra.slices:
             target.append(f"no node publishes ResourceSlices of {names.DRA_DRIVER}: is "
                           "NVIDIA's DRA driver's kubelet plugin running?")
     if req.sharing.strategy:

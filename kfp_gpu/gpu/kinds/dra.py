@@ -12,6 +12,20 @@ resource and no accelerator limit. Text form::
         [,model=MODEL]           mig: check PROFILE against that GPU model's MIG table
         [,sharing=time-slicing[,interval=Default|Short|Medium|Long]]   gpu only for interval
         [,sharing=mps[,threads=1..100][,pinned=QUANTITY]]
+    dra:gpu=N,class=DEVICECLASS  another DRA driver's DeviceClass (e.g. gpu.example.com)
+
+``class=DEVICECLASS`` targets another DRA driver: the claim's ``deviceClassName`` becomes
+DEVICECLASS (a Kubernetes object name: a DNS subdomain, lowercase, at most 253 characters)
+instead of NVIDIA's ``gpu.nvidia.com``. Such a request is ``dra:gpu=N`` alone: ``mig=``,
+``product=``, ``memory>=``, ``model=`` and ``sharing=`` read NVIDIA DRA driver attributes
+(domain ``gpu.nvidia.com``) or pass its opaque ``GpuConfig`` / ``MigDeviceConfig``, which
+another driver does not publish or understand, so they are refused with ``class=``.
+``class=gpu.nvidia.com`` is the same as no class (every option allowed), as is
+``class=mig.nvidia.com`` with ``dra:mig=``. Example: the reference driver
+kubernetes-sigs/dra-example-driver @v0.2.1 publishes DeviceClass ``gpu.example.com``
+(deployments/helm/dra-example-driver/templates/deviceclass.yaml, CEL ``device.driver ==
+'gpu.example.com'``; driver name pkg/consts/consts.go ``DriverName``), so
+``dra:gpu=1,class=gpu.example.com`` asks for one of its GPUs.
 
 Upstream names (kubernetes-sigs/dra-driver-nvidia-gpu @v0.4.1, see
 :mod:`kfp_gpu.gpu.names`): driver and attribute domain ``gpu.nvidia.com``; DeviceClasses
@@ -37,13 +51,26 @@ import re
 from kfp_gpu.gpu import mig
 from kfp_gpu.gpu.kinds.base import Kind, num, parse_int
 from kfp_gpu.gpu.kinds.shared import Sharing
-from kfp_gpu.gpu.names import DRA_INTERVALS, KIND_ENV, MEMORY_ENV, SHARE_ENV
+from kfp_gpu.gpu.names import (
+    DRA_GPU_CLASS,
+    DRA_INTERVALS,
+    DRA_MIG_CLASS,
+    KIND_ENV,
+    MEMORY_ENV,
+    SHARE_ENV,
+)
 
 #: One line naming what ``dra`` accepts (appended to its errors).
 DRA_ACCEPTED = ("accepted: 'dra:gpu=N' or 'dra:mig=PROFILE' [,product=TEXT] [,memory>=QTY] "
                 "[,model=M (mig)] [,sharing=time-slicing[,interval=Default|Short|Medium|"
                 "Long]] [,sharing=mps[,threads=1..100][,pinned=QTY]]; QTY like 80Gi or "
-                "10240Mi; DRA is alpha upstream (NVIDIA DRA driver v0.x)")
+                "10240Mi; or 'dra:gpu=N[,class=DEVICECLASS]' for another DRA driver's "
+                "DeviceClass (a Kubernetes object name, e.g. gpu.example.com; NVIDIA's "
+                "options do not apply); DRA is alpha upstream (NVIDIA DRA driver v0.x)")
+#: A Kubernetes object name (DNS-1123 subdomain, apimachinery validation.IsDNS1123Subdomain).
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+#: NVIDIA's own DeviceClasses: ``class=`` naming one is the same as no class.
+_NVIDIA_CLASSES = (DRA_GPU_CLASS, DRA_MIG_CLASS)
 _QTY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 _UNIT = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
          "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
@@ -89,7 +116,7 @@ def profile_memory_mib(profile: str, model: str = "") -> int:
 class DraDevices(Kind):
     name = "dra"
     options = frozenset({"product", "memory>", "model", "sharing", "interval", "threads",
-                         "pinned"})
+                         "pinned", "class"})
     #: ``product=`` is a CEL selector on the device, not the GFD node label.
     product_is_label = False
 
@@ -113,6 +140,7 @@ class DraDevices(Kind):
                         if "pinned" in opts else 0))
         return {"kind": "dra", "count": count, "profile": arg.strip() if device == "mig" else "",
                 "model": opts.get("model", ""), "product": opts.get("product", ""),
+                "device_class": opts.get("class", ""),
                 "memory_mib": (quantity_mib("memory>=", opts["memory>"], round_up=True)
                                if "memory>" in opts else 0),
                 "sharing": sharing}
@@ -120,6 +148,7 @@ class DraDevices(Kind):
     def validate(self, r):
         if r.count < 1:
             raise _fail("the gpu count must be an integer >= 1")
+        _validate_class(r)
         if r.profile:
             if r.count != 1:
                 raise _fail("exactly one MIG device per container")
@@ -139,10 +168,11 @@ class DraDevices(Kind):
         _validate_sharing(r)
 
     def normalized(self, r):
+        out = {"device_class": ""} if r.device_class in _NVIDIA_CLASSES else {}
         if not r.profile:
-            return {}
+            return out
         model, _ = mig.lookup(r.profile, r.model)
-        return {"profile": mig.canonical(r.profile), "model": model if r.model else ""}
+        return {**out, "profile": mig.canonical(r.profile), "model": model if r.model else ""}
 
     def share(self, r):
         return 1.0 if r.profile else float(r.count)
@@ -166,7 +196,8 @@ class DraDevices(Kind):
 
     def text(self, r):
         s = r.sharing
-        opts = [f"product={r.product}"] if r.product else []
+        opts = [f"class={r.device_class}"] if r.device_class else []
+        opts += [f"product={r.product}"] if r.product else []
         opts += [f"memory>={mib_text(r.memory_mib)}"] if r.memory_mib else []
         opts += [f"model={r.model}"] if r.model else []
         opts += [f"sharing={s.strategy}"] if s.strategy else []
@@ -174,6 +205,33 @@ class DraDevices(Kind):
         opts += [f"threads={s.threads}"] if s.threads else []
         opts += [f"pinned={mib_text(s.pinned_mib)}"] if s.pinned_mib else []
         return (f"mig={r.profile}" if r.profile else f"gpu={r.count}"), opts
+
+
+def _validate_class(r) -> None:
+    """``class=``: a Kubernetes object name; with another driver's class, none of the
+    options that read NVIDIA DRA driver attributes or pass its opaque configs."""
+    c = r.device_class
+    if not c:
+        return
+    if not isinstance(c, str) or len(c) > 253 or not _DNS_SUBDOMAIN.match(c):
+        raise _fail(f"class must be a DeviceClass name (a Kubernetes object name: lowercase "
+                    f"letters, digits, '-' and '.', starting and ending with a letter or "
+                    f"digit, at most 253 characters), got {c!r}")
+    if c == DRA_MIG_CLASS and not r.profile:
+        raise _fail(f"class={DRA_MIG_CLASS} is NVIDIA's MIG DeviceClass: ask for a MIG "
+                    "device with 'dra:mig=PROFILE'")
+    if c in _NVIDIA_CLASSES:
+        return
+    s = r.sharing
+    nvidia = [name for name, given in (
+        ("mig=", r.profile), ("product=", r.product), ("memory>=", r.memory_mib),
+        ("model=", r.model), ("sharing=", s.strategy), ("interval=", s.interval),
+        ("threads=", s.threads), ("pinned=", s.pinned_mib)) if given]
+    if nvidia:
+        raise _fail(f"{', '.join(nvidia)} with class={c}: those are NVIDIA DRA driver "
+                    f"attributes (domain {DRA_GPU_CLASS}) or its opaque sharing config, which "
+                    f"another driver does not publish; with class= ask for "
+                    f"'dra:gpu=N,class={c}' alone")
 
 
 def _validate_sharing(r) -> None:
