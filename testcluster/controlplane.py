@@ -307,10 +307,12 @@ def built_tier() -> int:
 
 
 def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu", tier: int = 1,
-       node: bool = False) -> Plane:
+       node: bool = False, mpi_operator: bool = True) -> Plane:
     """Bring the control plane up in ``dir`` (must not hold a running one) with the
     operators of ``tier`` (1: mpi-operator; 2: + JobSet, Trainer; 3: + Kueue) and, with
-    ``node``, a real node (:mod:`testcluster.node`); return it.
+    ``node``, a real node (:mod:`testcluster.node`); return it. ``mpi_operator=False``
+    leaves mpi-operator out (a second plane on a machine where one runs: its health port
+    8080 is fixed upstream).
 
     Raises:
         Unavailable: binaries not built.
@@ -330,7 +332,8 @@ def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu", tier: int = 1,
         _wait_nodes_ready(plane, [n["metadata"]["name"] for n in fake])
         plane.kubectl("create", "namespace", "mpi-operator")
         plane.apply(modules.crds("mpi-operator") + modules.crds("podgroup"))
-        plane.start_mpi_operator()
+        if mpi_operator:
+            plane.start_mpi_operator()
         if tier >= 2:
             operators.start_tier2(plane)
         if tier >= 3:

@@ -386,10 +386,23 @@ def down(plane) -> list[str]:
             if f.read_text().strip() != v:
                 f.write_text(v)
                 done.append(f"restored {k.replace('/', '.')}={v}")
-    for f in CNI_CACHE.glob(f"{cfg.CNI_NETWORK}-*") if CNI_CACHE.is_dir() else []:
+    for f in cni_cache_files(root):
         f.unlink(missing_ok=True)
     shutil.rmtree(root, ignore_errors=True)
     return done
+
+
+def cni_cache_files(root: Path) -> list[Path]:
+    """libcni's cache files (/var/lib/cni/results: one per pod network attachment, the
+    pods' network and containerd's loopback) of the node in ``root``: those naming a
+    network namespace under it (the node's containerd keeps pod namespaces in its state
+    folder: ``netns_mounts_under_state_dir``)."""
+    out = []
+    for f in CNI_CACHE.glob("*") if CNI_CACHE.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if str(root) in f.read_text(errors="replace"):
+                out.append(f)
+    return out
 
 
 def _kill_node_processes(cgroup_root: str, root: Path) -> int:
@@ -449,7 +462,7 @@ def cgroups_under(cgroup_root: str) -> list[Path]:
     for h in _cgroup_hierarchies():
         top = h / cgroup_root.lstrip("/")
         if top.is_dir():
-            out.extend(p for p, _, _ in os.walk(top))
+            out.extend(Path(p) for p, _, _ in os.walk(top))
     return sorted(out, key=lambda p: len(p.parts), reverse=True)
 
 

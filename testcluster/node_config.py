@@ -143,7 +143,6 @@ def containerd_config(paths: Paths, runc: Path, cni_bin: Path) -> str:
         f"[{rt}]",
         "  restrict_oom_score_adj = true",
         "  netns_mounts_under_state_dir = true",
-        "  enable_cdi = true",
         f"  cdi_spec_dirs = [{_toml_str(paths.cdi)}]",
         f"[{rt}.cni]",
         f"  bin_dirs = [{_toml_str(cni_bin)}]",

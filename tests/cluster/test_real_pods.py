@@ -31,7 +31,7 @@ import pytest
 
 from components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, network, volumes
-from testcluster import node_config
+from testcluster import node, node_config
 from tests.cluster import jobs, kube
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
@@ -197,3 +197,60 @@ def _ended(api, ns: str, pod: str) -> str | None:
     p = client.CoreV1Api(api).read_namespaced_pod(pod, ns)
     return p.status.phase if p.status.phase in ("Succeeded", "Failed") else None
 
+
+
+#: The DRA request of the real-node test: one fake GPU of dra-example-driver per Worker
+#: (the project's ``dra`` kind with ``class=``; NVIDIA's DeviceClasses are not served here).
+DRA_GPU = f"dra:gpu=1,class={node.DRA_DEVICE_CLASS}"
+#: What each rank runs: a line, then a pause while the test reads each Worker container's
+#: environment through the real pods/exec (mpirun's ssh sessions start a fresh
+#: environment, so the ranks themselves do not see the CDI variables).
+DRA_PROGRAM = ("sh", "-c", "echo RANK_UP $(hostname); sleep 20")
+
+
+def test_a_dra_worker_gets_its_device_from_the_kubelet_plugin(real_node, api, namespace,
+                                                              node_image, tmp_path):
+    """Two Workers each claim one ``gpu.example.com`` device through the claim template the
+    launcher makes: the scheduler allocates distinct devices from the plugin's
+    ResourceSlice, the kubelet plugin prepares them, and each container sees exactly the
+    device its claim was allocated (the CDI spec's ``GPU_DEVICE_<n>=gpu-<n>``)."""
+    from kfp_gpu.mpi.spec import mpijob
+    from kfp_gpu.mpi.spec.options import MPIJobOptions
+
+    name = f"dra-{uuid.uuid4().hex[:5]}"
+    job = mpijob.build(MPIJobOptions.from_settings(
+        name=name, namespace=namespace, image=node_image("horovod"), program=DRA_PROGRAM,
+        workers=2, gpu=DRA_GPU, shm_size="64Mi", worker_cpu="100m", worker_memory="256Mi",
+        tolerations=ON_REAL_NODE["tolerations"], node_selector=ON_REAL_NODE["node_selector"]))
+    launcher_spec = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    launcher_spec.update(_pod_placement())
+    seen: dict[str, list[str]] = {}
+
+    def allocations() -> dict[str, list[str]] | None:
+        r = real_node.kubectl("get", "resourceclaims", "-n", namespace, "-o", "json")
+        for c in json.loads(r.stdout)["items"]:
+            alloc = (c.get("status") or {}).get("allocation")
+            if alloc:
+                seen[c["metadata"]["name"]] = [d["device"] for d in alloc["devices"]["results"]]
+        return dict(seen) if len(seen) == 2 else None
+
+    launch = jobs.Launch(api, job, tmp_path / "record.json", pending_timeout_s=180,
+                         log_poll_s=0.5)
+    launch.start()
+    kube.wait_for(allocations, 180, "both Worker claims allocated")
+    kube.wait_for(lambda: sum(ln.startswith("RANK_UP ") for ln in launch.lines) == 2, 180,
+                  "both ranks up")
+    devices = {}
+    for i in range(2):
+        r = real_node.kubectl("exec", "-n", namespace, f"{name}-worker-{i}", "--", "sh", "-c",
+                              "env | grep '^GPU_DEVICE_[0-9]*=' | sort")
+        devices[f"{name}-worker-{i}"] = r.stdout.split()
+    _, error = launch.outcome(timeout=300)
+    log = "\n".join(launch.lines)
+    assert error is None, f"{error}\n{log[-3000:]}"
+    allocated = sorted(d for ds in seen.values() for d in ds)
+    assert len(allocated) == 2 and len(set(allocated)) == 2, seen  # distinct devices
+    # each Worker's container holds exactly one GPU_DEVICE_<n>=gpu-<n>: the one allocated
+    assert all(len(v) == 1 for v in devices.values()), devices
+    got = sorted(v[0].split("=", 1)[1] for v in devices.values())
+    assert got == allocated, (devices, seen)
