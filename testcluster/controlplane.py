@@ -244,8 +244,17 @@ def _kwokctl_config(plane: Plane) -> Path:
             "options": {"runtime": "binary", "kubeApiserverCertSANs": SERVICE_SANS},
             # The API server reaches a real node's kubelet (logs, exec) at its InternalIP;
             # by default it tries the node's host name first, which here names the host.
-            "componentsPatches": [{"name": "kube-apiserver", "extraArgs": [
-                {"key": "kubelet-preferred-address-types", "value": "InternalIP"}]}]}
+            "componentsPatches": [
+                {"name": "kube-apiserver", "extraArgs": [
+                    {"key": "kubelet-preferred-address-types", "value": "InternalIP"}]},
+                # kwokctl's binary runtime starts kwok-controller with --manage-all-nodes=true
+                # (pkg/kwokctl/components/kwok_controller.go: the annotation selector is set
+                # only by the kind runtime), which would also drive a real node's pods; the
+                # later flag wins (pflag), so kwok manages only the annotated fake nodes.
+                {"name": "kwok-controller", "extraArgs": [
+                    {"key": "manage-all-nodes", "value": "false"},
+                    {"key": "manage-nodes-with-annotation-selector",
+                     "value": f"{nodes.KWOK_NODE_ANNOTATION}=fake"}]}]}
     path.write_text(yaml.safe_dump_all([conf, *stages.all_stages()]))
     return path
 

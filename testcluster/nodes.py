@@ -4,8 +4,10 @@ plugin's whole/MIG-mixed/time-sliced resources, rdma/*, MetaGPU, HAMi), made int
 nodes. Pure builders: no I/O but reading that JSON file.
 
 kwok manages a node that carries the annotation ``kwok.x-k8s.io/node: fake``
-(kwokctl's kwok-controller runs with ``--manage-nodes-with-annotation-selector``:
-sigs.k8s.io/kwok@v0.8.0 pkg/kwokctl/components/kwok_controller.go); its node-initialize
+(:mod:`testcluster.controlplane` gives kwok-controller
+``--manage-nodes-with-annotation-selector``: kwokctl's binary runtime would manage all
+nodes, sigs.k8s.io/kwok@v0.8.0 pkg/kwokctl/components/kwok_controller.go, the real node's
+too); its node-initialize
 stage keeps the ``status.capacity/allocatable`` a node was created with
 (kustomize/stage/node/fast/node-initialize.yaml), and the heartbeat stage keeps it Ready.
 """

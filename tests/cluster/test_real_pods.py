@@ -28,6 +28,7 @@ import os
 import uuid
 
 import pytest
+import yaml
 
 from components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, network, volumes
@@ -254,3 +255,63 @@ def test_a_dra_worker_gets_its_device_from_the_kubelet_plugin(real_node, api, na
     assert all(len(v) == 1 for v in devices.values()), devices
     got = sorted(v[0].split("=", 1)[1] for v in devices.values())
     assert got == allocated, (devices, seen)
+
+
+def test_the_launcher_as_a_real_pod_owns_its_job_and_gc_cleans_up(real_node, api, namespace,
+                                                                  node_image):
+    """The launcher component as KFP runs it: a pod of the launcher image under the
+    ``pipeline-runner`` ServiceAccount bound to manifests/rbac's Role, in-cluster config (the
+    kubelet's projected token and ``KUBERNETES_SERVICE_HOST``, the ``kubernetes`` Service's
+    ClusterIP reached through kube-proxy), ``KFP_POD_NAME``/``KFP_POD_UID`` from the downward
+    API as KFP's argocompiler sets them (backend/src/v2/compiler/argocompiler/common.go).
+    It creates the MPIJob (its pods on the kwok GPU nodes) owned by its own pod; deleting
+    that pod at once (grace 0: the launcher gets no chance to cancel) leaves the rest to
+    the real garbage collector, which removes the MPIJob and every pod of it."""
+    from kubernetes import client
+
+    from tests.cluster.test_rbac import install_rbac
+
+    core = client.CoreV1Api(api)
+    install_rbac(real_node, namespace)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "pipeline-runner"}})
+    name = f"owned-{uuid.uuid4().hex[:5]}"
+    job = jobs.component_job(namespace, name)  # 2 Workers x 1 GPU: kwok's DGX node
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "job"},
+                                                  "data": {"job.yaml": yaml.safe_dump(job)}})
+    field = lambda p: {"valueFrom": {"fieldRef": {"fieldPath": p}}}
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "component"},
+        "spec": {
+            "serviceAccountName": "pipeline-runner", "restartPolicy": "Never",
+            **_pod_placement(),
+            "volumes": [{"name": "job", "configMap": {"name": "job"}}],
+            "containers": [{
+                "name": "main", "image": node_image("launcher"), "imagePullPolicy": "Never",
+                "command": ["python", "-m", "kfp_gpu.mpi.launch.launcher", "--job",
+                            "/job/job.yaml", "--record", "/tmp/record.json",
+                            "--watch-timeout", "10"],
+                "env": [{"name": "KFP_POD_NAME", **field("metadata.name")},
+                        {"name": "KFP_POD_UID", **field("metadata.uid")}],
+                "volumeMounts": [{"name": "job", "mountPath": "/job"}]}]}})
+    uid = core.read_namespaced_pod("component", namespace).metadata.uid
+
+    def owned_job():
+        mj = jobs.mpijob(api, namespace, name)
+        refs = ((mj or {}).get("metadata") or {}).get("ownerReferences") or []
+        return mj if any(r["uid"] == uid and r["kind"] == "Pod" for r in refs) else None
+
+    def logs() -> str:
+        try:
+            return core.read_namespaced_pod_log("component", namespace)
+        except client.exceptions.ApiException as e:
+            return f"(no log: {e.status})"
+
+    kube.wait_for(owned_job, 180, f"MPIJob {name} owned by the component pod ({logs()})")
+    kube.wait_for(lambda: len(jobs.worker_pods(api, namespace, name)) == 2, 60, "2 Workers")
+    assert core.read_namespaced_pod("component", namespace).status.phase == "Running", logs()
+    core.delete_namespaced_pod("component", namespace, grace_period_seconds=0)
+    kube.wait_for(lambda: jobs.mpijob(api, namespace, name) is None, 120,
+                  "the garbage collector to delete the MPIJob")
+    kube.wait_for(lambda: not kube.pods(api, namespace,
+                                        f"training.kubeflow.org/job-name={name}"), 120,
+                  "the MPIJob's pods to go")
