@@ -318,6 +318,22 @@ def node_images(plane) -> set[str]:
     return set(_ctr(plane, paths, "images", "ls", "-q").stdout.decode().split())
 
 
+def containers_of(plane, namespace: str) -> list[str]:
+    """Ids of the containers (pause sandboxes included) the node's containerd still holds
+    for pods of ``namespace`` (the CRI's ``io.kubernetes.pod.namespace`` label)."""
+    paths = cfg.Paths(plane.dir / "node")
+    flt = f'labels."io.kubernetes.pod.namespace"=={namespace}'
+    return _ctr(plane, paths, "containers", "ls", "-q", flt).stdout.decode().split()
+
+
+def running_tasks(plane, containers: list[str]) -> list[str]:
+    """Those of ``containers`` whose task (process) containerd reports RUNNING."""
+    paths = cfg.Paths(plane.dir / "node")
+    rows = _ctr(plane, paths, "tasks", "ls").stdout.decode().splitlines()[1:]
+    return [r.split()[0] for r in rows
+            if r.split() and r.split()[0] in containers and r.split()[-1] == "RUNNING"]
+
+
 def _node_ready(plane) -> bool:
     r = plane.kubectl("get", "node", cfg.NODE_NAME, "-o", "json", check=False)
     if r.returncode != 0:

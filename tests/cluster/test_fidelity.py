@@ -212,14 +212,22 @@ def test_the_schedulers_words_are_the_doubles(plane, api, namespace):
     """A pod asking 64 GPUs: kube-scheduler's PodScheduled message has the shape the API
     double serves (tests/test_launcher.py UNSCHEDULABLE), node counts aside."""
     custom = kube.custom(api)
-    kube.wait_for(lambda: not custom.list_cluster_custom_object(
-        "resource.k8s.io", "v1", "deviceclasses")["items"], 120,
-        "no DeviceClass (one mapping nvidia.com/gpu to DRA changes the scheduler's words)")
+    # Only a DeviceClass mapping an extended resource to DRA (KEP-5004
+    # spec.extendedResourceName) changes the answer; the real node's gpu.example.com
+    # class maps none.
+    kube.wait_for(lambda: not [c for c in custom.list_cluster_custom_object(
+        "resource.k8s.io", "v1", "deviceclasses")["items"]
+        if (c.get("spec") or {}).get("extendedResourceName")], 120,
+        "no DeviceClass with extendedResourceName (one mapping nvidia.com/gpu to DRA "
+        "changes the scheduler's words)")
     kube.core(api).create_namespaced_pod(namespace, {
         "metadata": {"name": "big"}, "spec": {
             "containers": [{"name": "c", "image": "x",
                             "resources": {"limits": {"nvidia.com/gpu": "64"}}}],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}})
+            # the real node's taint too (where the plane has one): a node counts as
+            # "Insufficient" as in the double, not as "had untolerated taint(s)"
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"},
+                            {"key": "kfp-gpu.test/real-node", "operator": "Exists"}]}})
     cond = kube.wait_for(lambda: next((c for c in kube.core(api).read_namespaced_pod(
         "big", namespace).status.conditions or [] if c.type == "PodScheduled"), None), 60,
         "PodScheduled")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -77,14 +78,17 @@ def pvs(api):
         client.CoreV1Api(api).delete_persistent_volume(pv)
 
 
-def resnet_job(ns: str, name: str, image: str) -> dict:
-    """The MPIJob train_resnet_horovod builds for 2 CPU Workers training the small ResNet
-    for 6 steps on Fashion-MNIST from the PVC ``fashion`` (/data), writing to the PVC
-    ``work`` (/work/run), pinned to the real node."""
+def resnet_job(ns: str, name: str, image: str, backend=backends.MPIJOB, *, epochs: int = 1,
+               steps: int = 6, checkpoint_dir: str = "") -> dict:
+    """The job train_resnet_horovod builds (MPIJob, or TrainJob through the project's
+    ClusterTrainingRuntime) for 2 CPU Workers training the small ResNet for 6 steps on
+    Fashion-MNIST from the PVC ``fashion`` (/data), writing to the PVC ``work``
+    (/work/run), every pod pinned to the real node by the builder's own placement."""
     args = rt.trainer_args(
-        "/data/fashion-mnist", "", "/work/run", epochs=1, batch_size=32, steps_per_epoch=6,
-        learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
-        width=8, mixed_precision=False, xla=False, seed=7)
+        "/data/fashion-mnist", "", "/work/run", epochs=epochs, batch_size=32,
+        steps_per_epoch=steps, learning_rate=0.001, lr_warmup_steps=2, optimizer="adam",
+        model="small", blocks=1, width=8, mixed_precision=False, xla=False, seed=7,
+        checkpoint_dir=checkpoint_dir)
     settings = {**rt.cpu_worker_settings(), **ON_REAL_NODE,
                 "worker_cpu": "500m", "worker_memory": "1Gi",
                 "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
@@ -94,17 +98,17 @@ def resnet_job(ns: str, name: str, image: str) -> dict:
         rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A, multus_networks="",
         nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="256Mi",
         run_id="real", task_name="train-resnet-horovod", policy=rt.policy_settings())
-    job = rt.build_job(backends.MPIJOB, opts, runtime_image=image)
-    # The Launcher goes to the real node too (mpi-operator copies each replica's template).
-    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-    launcher["tolerations"] = list(ON_REAL_NODE["tolerations"])
-    launcher["nodeSelector"] = dict(ON_REAL_NODE["node_selector"])
+    job = rt.build_job(backend, opts, runtime_image=image)
+    if backend is backends.MPIJOB:
+        # The Launcher goes to the real node too (the placement options are the Workers').
+        launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+        launcher.update(_pod_placement())
     return job
 
 
-def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, pvs,
-                                          shared_data, tmp_path):
-    image = node_image("horovod")
+def bind_pvcs(api, namespace: str, pvs: list, shared_data: Path, tmp_path: Path) -> Path:
+    """The two PVCs of :func:`resnet_job` bound to hostPath PVs: the real data read-only and
+    a work folder owned by uid 1000 (returned)."""
     data = shared_data / "fashion-mnist"
     assert data.is_dir(), f"{data} missing"
     work = tmp_path / "work"
@@ -113,16 +117,42 @@ def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, 
     for claim, path, ro in (("fashion", str(data.parent), True), ("work", str(work), False)):
         host_pv(api, namespace, claim, path, read_only=ro)
         pvs.append(f"{namespace}-{claim}")
-    name = f"resnet-{uuid.uuid4().hex[:5]}"
-    job = resnet_job(namespace, name, image)
+    return work
+
+
+def run_resnet(api, namespace: str, job: dict, pvs: list, shared_data: Path,
+               tmp_path: Path) -> tuple[dict, list[str], Path]:
+    """:func:`bind_pvcs`, then launch ``job`` with the component's launcher and wait for its
+    end; returns (rank 0's metrics, the launcher's log lines, the work folder)."""
+    work = bind_pvcs(api, namespace, pvs, shared_data, tmp_path)
     launch = jobs.Launch(api, job, tmp_path / "record.json", pending_timeout_s=300,
                          log_poll_s=1.0)
     launch.start()
     result, error = launch.outcome(timeout=900)
     log = "\n".join(launch.lines)
     assert error is None, f"{error}\n--- launcher log:\n{log[-4000:]}"
-    assert result is not None
+    assert result is not None and result.status == "Succeeded", result
+    m = json.loads((work / "run" / "metrics.json").read_text())
+    # Horovod's ranks agree: rank 0's metrics (written through the PVC, uid 1000).
+    ranks = m["ranks"]
+    assert m["world_size"] == 2 and [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[0]["first_batch_sha256"] != ranks[1]["first_batch_sha256"]
+    assert m["weights_identical"] is True and m["weights_sum_spread"] == 0.0
+    assert all(r["steps_run"] == 6 for r in ranks) and m["test_rows"] == 10000
+    assert (work / "run" / "model" / "model.keras").stat().st_uid == UID
+    # The Launcher's log came through the real pods/log: the trainer's METRICS line.
+    assert any(ln.startswith("METRICS {") for ln in launch.lines), log[-2000:]
+    print(f"\n--- Launcher log of {namespace}/{job['metadata']['name']} (last lines):\n"
+          + "\n".join(launch.lines[-12:]))
+    return m, launch.lines, work
 
+
+def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, pvs,
+                                          shared_data, tmp_path):
+    name = f"resnet-{uuid.uuid4().hex[:5]}"
+    m, _, _ = run_resnet(api, namespace, resnet_job(namespace, name, node_image("horovod")),
+                         pvs, shared_data, tmp_path)
+    assert {r["host"] for r in m["ranks"]} == {f"{name}-worker-0", f"{name}-worker-1"}
     # The Launcher ran on the real node and Succeeded; the Workers were deleted when the job
     # ended (cleanPodPolicy Running, mpi-operator's default: pkg/controller
     # mpi_job_controller.go deleteWorkerPods).
@@ -131,20 +161,33 @@ def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, 
              p.status.phase) for p in pods] == [("launcher", node_config.NODE_NAME,
                                                  "Succeeded")]
 
-    # Horovod's ranks agree: rank 0's metrics (written through the PVC, uid 1000).
-    m = json.loads((work / "run" / "metrics.json").read_text())
-    ranks = m["ranks"]
-    assert m["world_size"] == 2 and [r["rank"] for r in ranks] == [0, 1]
-    assert {r["host"] for r in ranks} == {f"{name}-worker-0", f"{name}-worker-1"}
-    assert ranks[0]["first_batch_sha256"] != ranks[1]["first_batch_sha256"]
-    assert m["weights_identical"] is True and m["weights_sum_spread"] == 0.0
-    assert all(r["steps_run"] == 6 for r in ranks) and m["test_rows"] == 10000
-    model = work / "run" / "model" / "model.keras"
-    assert model.stat().st_uid == UID
-    # The Launcher's log came through the real pods/log: the trainer's own summary line.
-    assert "test_accuracy" in log or "accuracy" in log, log[-2000:]
-    print(f"\n--- Launcher log of {namespace}/{name} (last lines):\n" + "\n".join(
-        launch.lines[-25:]))
+
+@pytest.fixture()
+def trainer_runtime(real_node, tier2):
+    """Tier 2 (JobSet, Trainer) on the plane with the real node, and the project's
+    ClusterTrainingRuntime (manifests/trainer) applied."""
+    from tests.test_manifests import MANIFESTS
+
+    docs = [d for d in yaml.safe_load_all(tier2.kubectl(
+        "kustomize", str(MANIFESTS / "trainer")).stdout) if d]
+    tier2.apply(docs)
+    return docs[0]["metadata"]["name"]
+
+
+def test_trainjob_resnet_runs_on_real_pods(trainer_runtime, api, namespace, node_image, pvs,
+                                           shared_data, tmp_path):
+    """The same training through the TrainJob backend: Trainer v2.3.0 makes a JobSet
+    (replicated jobs ``node`` and ``launcher``, runLauncherAsNode), JobSet v0.12.0 its Jobs,
+    the real node runs the pods, and the TrainJob ends Complete."""
+    name = f"resnet-tj-{uuid.uuid4().hex[:5]}"
+    job = resnet_job(namespace, name, node_image("horovod"), backend=backends.TRAINJOB)
+    assert job["spec"]["runtimeRef"]["name"] == trainer_runtime
+    m, _, _ = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
+    assert len({r["host"] for r in m["ranks"]}) == 2  # one rank per node pod
+    tj = kube.get_custom(api, "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", name)
+    assert kube.conditions(tj)["Complete"]["status"] == "True"
+    pods = kube.pods(api, namespace, f"jobset.sigs.k8s.io/jobset-name={name}")
+    assert pods and {p.spec.node_name for p in pods} == {node_config.NODE_NAME}
 
 
 @pytest.mark.parametrize("name", ["horovod", "launcher", "trainer"])
@@ -315,3 +358,123 @@ def test_the_launcher_as_a_real_pod_owns_its_job_and_gc_cleans_up(real_node, api
     kube.wait_for(lambda: not kube.pods(api, namespace,
                                         f"training.kubeflow.org/job-name={name}"), 120,
                   "the MPIJob's pods to go")
+
+
+def sleeper_job(ns: str, name: str, image: str, seconds: int = 600) -> dict:
+    """An MPIJob of the horovod image whose 2 ranks sleep, Launcher and Workers pinned to
+    the real node (the builder's own placement options)."""
+    from kfp_gpu.mpi.spec import mpijob
+    from kfp_gpu.mpi.spec.options import MPIJobOptions
+
+    job = mpijob.build(MPIJobOptions.from_settings(
+        name=name, namespace=ns, image=image,
+        program=("sh", "-c", f"echo RANK_UP $(hostname); exec sleep {seconds}"),
+        workers=2, gpu="none", shm_size="64Mi", worker_cpu="100m", worker_memory="256Mi",
+        tolerations=ON_REAL_NODE["tolerations"], node_selector=ON_REAL_NODE["node_selector"]))
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(_pod_placement())
+    return job
+
+
+def test_sigterm_to_the_component_ends_every_real_pod_within_its_grace(real_node, api,
+                                                                         namespace, node_image,
+                                                                         tmp_path):
+    """SIGTERM to the launcher mid-run (as the kubelet sends it when KFP deletes the
+    component's pod): its cancel path deletes the MPIJob (Foreground), the real Launcher
+    and Worker pods get SIGTERM from their kubelet and end within their grace period
+    (30 s, the pod default), and containerd holds no container of them afterwards."""
+    import signal
+    import time
+
+    name = f"term-{uuid.uuid4().hex[:5]}"
+    proc = jobs.launcher_process(real_node, sleeper_job(namespace, name, node_image("horovod")),
+                                 tmp_path)
+    try:
+        kube.wait_for(lambda: len([p for p in kube.pods(
+            api, namespace, f"training.kubeflow.org/job-name={name}")
+            if p.status.phase == "Running"]) == 3, 180, "Launcher and 2 Workers Running")
+        # the ranks run (mpirun reached both Workers over ssh)
+        launcher = jobs.launcher_pod(api, namespace, name)
+        kube.wait_for(lambda: _log(api, namespace, launcher.metadata.name).count("RANK_UP") == 2,
+                      120, "both ranks up")
+        assert node.containers_of(real_node, namespace)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        ended = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out + err
+    assert "cancel" in (out + err).lower(), (out + err)[-2000:]
+    kube.wait_for(lambda: not kube.pods(api, namespace, f"training.kubeflow.org/job-name={name}"),
+                  60, "the job's pods to go")
+    gone = time.monotonic() - t0
+    assert gone < 30 + 15, f"pods took {gone:.0f} s to end after SIGTERM (grace 30 s)"
+    # no process of them is left; the kubelet's container GC (every minute,
+    # pkg/kubelet/kubelet.go ContainerGCPeriod) then removes the dead containers
+    assert node.running_tasks(real_node, node.containers_of(real_node, namespace)) == []
+    kube.wait_for(lambda: not node.containers_of(real_node, namespace), 150,
+                  "the kubelet to remove the pods' containers")
+    assert jobs.mpijob(api, namespace, name) is None
+    print(f"\nlauncher ended {ended:.1f} s after SIGTERM; pods gone after {gone:.1f} s")
+
+
+def _log(api, ns: str, pod: str) -> str:
+    from kubernetes import client
+
+    try:
+        return client.CoreV1Api(api).read_namespaced_pod_log(pod, ns)
+    except client.exceptions.ApiException:
+        return ""
+
+
+#: Kills every ``train-resnet`` process of the container it runs in (no procps in the image).
+KILL_RANKS = ("for p in /proc/[0-9]*; do grep -qs train-resnet $p/cmdline && "
+              "kill -9 ${p#/proc/}; done; true")
+
+
+def test_a_killed_worker_fails_the_job_and_a_rerun_resumes_from_the_checkpoint(
+        real_node, api, namespace, node_image, pvs, shared_data, tmp_path):
+    """A Worker's rank killed mid-run (SIGKILL inside the real container): mpirun aborts,
+    the Launcher's container exits non-zero, the Job controller fails the Launcher Job
+    (backoffLimit 0), mpi-operator marks the MPIJob Failed, and the launcher raises
+    MPIJobFailed whose one-line message carries the reason. A second run of the same
+    component over the same work folder resumes from the last checkpoint the first run
+    wrote (tf.train.CheckpointManager, kfp_gpu/training/horovod_train.py)."""
+    from kfp_gpu.mpi.launch.records import MPIJobFailed
+
+    image = node_image("horovod")
+    work = bind_pvcs(api, namespace, pvs, shared_data, tmp_path)
+    ckpt = work / "run" / "checkpoints"
+    name = f"kill-{uuid.uuid4().hex[:5]}"
+    first = jobs.Launch(api, resnet_job(namespace, name, image, epochs=4, steps=60,
+                                        checkpoint_dir="/work/run/checkpoints"),
+                        tmp_path / "record-1.json", pending_timeout_s=300, log_poll_s=1.0)
+    first.start()
+    kube.wait_for(lambda: (ckpt / "checkpoint").exists(), 600,
+                  f"the first checkpoint ({chr(10).join(first.lines[-10:])})", interval=1)
+    real_node.kubectl("exec", "-n", namespace, f"{name}-worker-1", "--", "sh", "-c",
+                      KILL_RANKS)
+    _, error = first.outcome(timeout=600)
+    assert isinstance(error, MPIJobFailed), error
+    message = str(error).splitlines()[0]
+    assert "Failed" in message or "failed" in message, message
+    mj = jobs.mpijob(api, namespace, name)
+    assert kube.conditions(mj)["Failed"]["status"] == "True"
+    assert not (work / "run" / "metrics.json").exists()
+    saved = sorted(p.name for p in ckpt.glob("ckpt-*.index"))
+    assert saved, list(ckpt.iterdir())
+
+    again = f"{name}-again"
+    second = jobs.Launch(api, resnet_job(namespace, again, image, epochs=4, steps=60,
+                                         checkpoint_dir="/work/run/checkpoints"),
+                         tmp_path / "record-2.json", pending_timeout_s=300, log_poll_s=1.0)
+    second.start()
+    _, error = second.outcome(timeout=900)
+    assert error is None, f"{error}\n" + "\n".join(second.lines[-30:])
+    m = json.loads((work / "run" / "metrics.json").read_text())
+    assert m["resumed_from"], m
+    assert m["start_epoch"] >= 1, m
+    assert m["weights_identical"] is True
+    print(f"\nfirst run: {message}\nsecond run resumed from {m['resumed_from']} at epoch "
+          f"{m['start_epoch']}")
