@@ -150,9 +150,12 @@ def run_resnet(api, namespace: str, job: dict, pvs: list, shared_data: Path,
 def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, pvs,
                                           shared_data, tmp_path):
     name = f"resnet-{uuid.uuid4().hex[:5]}"
-    m, _, _ = run_resnet(api, namespace, resnet_job(namespace, name, node_image("horovod")),
-                         pvs, shared_data, tmp_path)
+    job = resnet_job(namespace, name, node_image("horovod"),
+                     checkpoint_dir="/work/run/checkpoints")
+    m, _, work = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
     assert {r["host"] for r in m["ranks"]} == {f"{name}-worker-0", f"{name}-worker-1"}
+    # rank 0 wrote its checkpoint through the PVC (tf.train.CheckpointManager's index file)
+    assert (work / "run" / "checkpoints" / "checkpoint").stat().st_uid == UID
     # The Launcher ran on the real node and Succeeded; the Workers were deleted when the job
     # ended (cleanPodPolicy Running, mpi-operator's default: pkg/controller
     # mpi_job_controller.go deleteWorkerPods).
@@ -428,8 +431,9 @@ def _log(api, ns: str, pod: str) -> str:
         return ""
 
 
-#: Kills every ``train-resnet`` process of the container it runs in (no procps in the image).
-KILL_RANKS = ("for p in /proc/[0-9]*; do grep -qs train-resnet $p/cmdline && "
+#: Kills every ``train-resnet`` process of the container it runs in (no procps in the image;
+#: the bracket keeps the pattern from matching this shell's own command line).
+KILL_RANKS = ("for p in /proc/[0-9]*; do grep -qs 'train-[r]esnet' $p/cmdline && "
               "kill -9 ${p#/proc/}; done; true")
 
 
