@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -383,15 +384,36 @@ def tier_of(dir: Path) -> int:
     return int(f.read_text()) if f.exists() else 1
 
 
+#: What makes a folder a plane's (one of these): :func:`down` refuses any other folder.
+PLANE_MARKS = ("kubeconfig", "kwokctl.yaml", "tier", "pids", "kwok", "node/state.json")
+
+
+def is_plane_dir(dir: Path) -> bool:
+    """Whether ``dir`` holds (or held) a plane :func:`up` made: one of
+    :data:`PLANE_MARKS` is in it."""
+    return any((Path(dir) / m).exists() for m in PLANE_MARKS)
+
+
 def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
     """Stop the operators (by pid), delete the kwokctl cluster(s) in ``dir`` (``name``, by
     default each one under ``dir/kwok/clusters``: the test fixture names its cluster
-    ``kfp-gpu-<random>``) and remove ``dir``. A cluster process kwokctl did not stop is
-    killed by the pid kwokctl recorded (``clusters/<name>/pids/<component>.pid``, kwok
-    v0.8.0 pkg/kwokctl/runtime/exec.go). Safe to call twice."""
+    ``kfp-gpu-<random>``), the real node if there is one, and remove ``dir``. A cluster
+    process kwokctl did not stop is killed by the pid kwokctl recorded
+    (``clusters/<name>/pids/<component>.pid``, kwok v0.8.0 pkg/kwokctl/runtime/exec.go),
+    read before ``kwokctl delete cluster`` removes the file. Safe to call twice.
+
+    Raises:
+        RuntimeError: ``dir`` exists but is not a plane's folder (none of
+            :data:`PLANE_MARKS`): nothing is stopped or removed.
+    """
     from testcluster import node
 
     dir = Path(dir)
+    if not dir.exists():
+        return
+    if not is_plane_dir(dir):
+        raise RuntimeError(f"{dir} is not a control plane's folder (none of "
+                           f"{', '.join(PLANE_MARKS)} in it): refusing to remove it")
     plane = Plane(dir)
     for line in node.down(plane):
         print(f"  node: {line}", file=sys.stderr)
@@ -407,21 +429,44 @@ def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
     else:
         names = sorted(p.name for p in clusters.iterdir()) if clusters.is_dir() else []
     for cluster in names:
+        recorded = recorded_pids(clusters / cluster)
         if "kwok" in plane.bins:
             subprocess.run([str(plane.bins["kwok"] / "kwokctl"), "delete", "cluster", "--name",
                             cluster], env=plane.env(), capture_output=True, timeout=120,
                            check=False)
-        for f in (clusters / cluster / "pids").glob("*.pid"):
-            _kill_recorded(f, clusters / cluster)
-    subprocess.run(["rm", "-rf", str(dir)], check=False)
+        for pid in recorded:
+            kill_if_under(pid, clusters / cluster)
+    shutil.rmtree(dir, ignore_errors=True)
 
 
-def _kill_recorded(pidfile: Path, home: Path) -> None:
-    """SIGKILL the process in ``pidfile`` if it still runs a binary under ``home``."""
-    with contextlib.suppress(OSError, ValueError):
-        pid = int(pidfile.read_text().strip())
-        if Path(os.readlink(f"/proc/{pid}/exe")).is_relative_to(home):
-            os.kill(pid, signal.SIGKILL)
+def recorded_pids(home: Path) -> list[int]:
+    """The pids kwokctl recorded for a cluster (``<home>/pids/<component>.pid``)."""
+    out = []
+    for f in sorted((home / "pids").glob("*.pid")) if (home / "pids").is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            out.append(int(f.read_text().strip()))
+    return out
+
+
+def kill_if_under(pid: int, home: Path) -> bool:
+    """SIGKILL ``pid`` if it runs a binary of the cluster in ``home``: its ``argv[0]`` is a
+    path under ``home`` (kwokctl's binary runtime starts each component through the symlink
+    ``<home>/bin/<component>``, so ``/proc/PID/exe`` resolves into the binary cache, not
+    ``home``) or its executable is the target of one of ``<home>/bin``'s links. Returns
+    whether it was killed; a pid reused by another program is left alone."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+    bins = {os.path.realpath(p) for p in (home / "bin").glob("*")} if (home / "bin").is_dir() \
+        else set()
+    if not (argv0.startswith(str(home) + os.sep) or exe in bins):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+        return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

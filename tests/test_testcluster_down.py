@@ -1,0 +1,111 @@
+"""The plane's ``down`` without a plane: what it kills and what it refuses to remove
+(testcluster/controlplane.py). kwokctl's binary runtime starts each component through a
+symlink ``<cluster>/bin/<component>`` into the binary cache and records its pid in
+``<cluster>/pids/<component>.pid`` (sigs.k8s.io/kwok v0.8.0 pkg/kwokctl/runtime/binary,
+pkg/kwokctl/runtime/exec.go); a process a killed kwokctl left behind is found that way.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from testcluster import controlplane
+
+SLEEP = shutil.which("sleep")
+
+
+def start_component(home: Path, component: str = "etcd") -> subprocess.Popen:
+    """A stand-in component as kwokctl starts one: through ``<home>/bin/<component>``, a
+    symlink to the real binary, its pid recorded in ``<home>/pids``."""
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    (home / "pids").mkdir(exist_ok=True)
+    link = home / "bin" / component
+    link.symlink_to(SLEEP)
+    p = subprocess.Popen([str(link), "300"], start_new_session=True)
+    (home / "pids" / f"{component}.pid").write_text(str(p.pid))
+    return p
+
+
+def gone(p: subprocess.Popen, timeout: float = 5) -> bool:
+    try:
+        p.wait(timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def test_a_component_started_through_the_link_is_killed(tmp_path):
+    home = tmp_path / "clusters" / "c1"
+    p = start_component(home)
+    try:
+        # /proc/PID/exe resolves into the binary, outside home: the old check missed it
+        assert not Path(os.readlink(f"/proc/{p.pid}/exe")).is_relative_to(home)
+        assert controlplane.recorded_pids(home) == [p.pid]
+        assert controlplane.kill_if_under(p.pid, home) is True
+        assert gone(p)
+    finally:
+        p.kill()
+
+
+def test_a_pid_reused_by_another_program_is_left_alone(tmp_path):
+    home = tmp_path / "clusters" / "c1"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "etcd").symlink_to(shutil.which("true"))  # not sleep's binary
+    other = subprocess.Popen([SLEEP, "300"], start_new_session=True)
+    try:
+        assert controlplane.kill_if_under(other.pid, home) is False
+        assert not gone(other, timeout=0.5)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_down_stops_what_a_killed_kwokctl_left(tmp_path, monkeypatch):
+    plane = tmp_path / "plane"
+    home = plane / "kwok" / "clusters" / "kfp-gpu-abc123"
+    p = start_component(home, "kube-apiserver")
+    monkeypatch.setattr(controlplane, "binaries", _no_binaries)  # no kwokctl to ask
+    try:
+        t0 = time.monotonic()
+        controlplane.down(plane)
+        assert gone(p), "the recorded component still runs after down"
+        assert time.monotonic() - t0 < 30
+    finally:
+        p.kill()
+    assert not plane.exists()
+
+
+def _no_binaries(tools=()):
+    raise controlplane.Unavailable("not built (test)")
+
+
+def test_down_refuses_a_folder_that_is_not_a_planes(tmp_path, capsys):
+    precious = tmp_path / "work"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("keep me")
+    with pytest.raises(RuntimeError, match="is not a control plane's folder"):
+        controlplane.down(precious)
+    assert (precious / "thesis.tex").read_text() == "keep me"
+    assert controlplane.main(["down", "--dir", str(precious)]) == 1
+    assert "refusing to remove it" in capsys.readouterr().err
+    assert (precious / "thesis.tex").exists()
+
+
+def test_down_of_a_missing_folder_is_a_no_op(tmp_path):
+    controlplane.down(tmp_path / "never-made")
+    assert not (tmp_path / "never-made").exists()
+
+
+def test_every_mark_makes_a_plane_folder(tmp_path):
+    for mark in controlplane.PLANE_MARKS:
+        d = tmp_path / mark.replace("/", "_")
+        (d / mark).parent.mkdir(parents=True, exist_ok=True)
+        (d / mark).write_text("")
+        assert controlplane.is_plane_dir(d), mark
+    assert not controlplane.is_plane_dir(tmp_path / "empty")
