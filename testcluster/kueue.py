@@ -1,8 +1,9 @@
 """Tier 3: Kueue (sigs.k8s.io/kueue, the version testcluster/go/kueue/go.mod pins,
 v0.19.2) on a running :class:`testcluster.controlplane.Plane`, out of cluster in the style
 of :mod:`testcluster.operators`: the manager with ``KUBECONFIG``, its webhooks on
-127.0.0.1:9445 with the plane's throwaway certificate, the upstream CRDs and webhook
-configurations read from the Go module cache and re-pointed at ``https://127.0.0.1:9445``.
+127.0.0.1 (a free port of the plane's, :func:`testcluster.operators.ports`) with the
+plane's throwaway certificate, the upstream CRDs and webhook configurations read from the
+Go module cache and re-pointed at ``https://127.0.0.1:<port>``.
 
 Sources (sigs.k8s.io/kueue@v0.19.2):
 - cmd/kueue/main.go: ``--config``; with ``internalCertManagement.enable: false`` it builds a
@@ -63,7 +64,7 @@ exec "$@"
 """
 
 
-def crds(ca: bytes) -> list[dict]:
+def crds(ca: bytes, port: int) -> list[dict]:
     """Every CRD of config/components/crd/bases; those that crd/kustomization.yaml patches
     with ``webhook_in_*.yaml`` convert through ``https://127.0.0.1:<port>/convert``."""
     kust = modules.module_docs("kueue", "config/components/crd/kustomization.yaml")[0]
@@ -77,8 +78,8 @@ def crds(ca: bytes) -> list[dict]:
     for d in docs:
         if d["metadata"]["name"] in converted:
             d["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
-                "clientConfig": {"url": f"https://127.0.0.1:{operators.KUEUE_WEBHOOK_PORT}"
-                                        f"{CONVERT_PATH}", "caBundle": bundle},
+                "clientConfig": {"url": f"https://127.0.0.1:{port}{CONVERT_PATH}",
+                                 "caBundle": bundle},
                 "conversionReviewVersions": ["v1"]}}
     return docs
 
@@ -89,7 +90,7 @@ def _kept(webhook: dict) -> bool:
         res in JOB_RESOURCES for r in rules for res in r.get("resources", []))
 
 
-def webhooks(ca: bytes) -> list[dict]:
+def webhooks(ca: bytes, port: int) -> list[dict]:
     """config/components/webhook/manifests.yaml, only the webhooks :func:`_kept` keeps,
     with webhook/kustomization.yaml's ``namespaceSelector`` (NotIn kube-system,
     kueue-system) on the job webhooks, re-pointed by :func:`operators.local_webhooks`."""
@@ -105,18 +106,17 @@ def webhooks(ca: bytes) -> list[dict]:
         for w in d["webhooks"]:
             if w["name"] in selected:
                 w["namespaceSelector"] = copy.deepcopy(selector)
-    return operators.local_webhooks(docs, operators.KUEUE_WEBHOOK_PORT, ca, "kueue")
+    return operators.local_webhooks(docs, port, ca, "kueue")
 
 
-def configuration(cert_dir) -> dict:
+def configuration(cert_dir, port: int, health: str) -> dict:
     """The Configuration (config.kueue.x-k8s.io/v1beta2) the manager runs with."""
     return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
             "namespace": NAMESPACE,
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
-            "webhook": {"port": operators.KUEUE_WEBHOOK_PORT, "host": "127.0.0.1",
-                        "certDir": str(cert_dir)},
-            "health": {"healthProbeBindAddress": operators.KUEUE_HEALTH},
+            "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+            "health": {"healthProbeBindAddress": health},
             "metrics": {"bindAddress": "0"},
             "integrations": {"frameworks": list(FRAMEWORKS)},
             "featureGates": {"VisibilityOnDemand": False}}
@@ -137,7 +137,7 @@ def _namespaced_argv(plane, argv: list[str]) -> list[str]:
 
 
 def start(plane) -> None:
-    """Namespace kueue-system, the CRDs, the manager (waited healthy on 127.0.0.1:8093),
+    """Namespace kueue-system, the CRDs, the manager (waited healthy on its health port),
     then its webhooks (failurePolicy Fail: applied only once it answers).
 
     Raises:
@@ -146,10 +146,11 @@ def start(plane) -> None:
     cert_dir, ca = operators.certs(plane)
     if plane.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0:
         plane.kubectl("create", "namespace", NAMESPACE)
-    plane.apply(crds(ca))
+    port, health = operators.ports(plane)["kueue_webhook"], operators.health(plane, "kueue")
+    plane.apply(crds(ca, port))
     conf = plane.dir / "kueue-config.yaml"
-    conf.write_text(yaml.safe_dump(configuration(cert_dir)))
+    conf.write_text(yaml.safe_dump(configuration(cert_dir, port, health)))
     argv = [str(plane.bins["kueue"] / "kueue"), f"--config={conf}"]
     plane.start_process("kueue", _namespaced_argv(plane, argv))
-    operators.wait_healthy(plane, "kueue", operators.KUEUE_HEALTH)
-    plane.apply(webhooks(ca))
+    operators.wait_healthy(plane, "kueue", health)
+    plane.apply(webhooks(ca, port))

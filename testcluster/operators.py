@@ -32,9 +32,40 @@ import yaml
 from testcluster import modules
 from testcluster.tls import server_cert
 
-JOBSET_WEBHOOK_PORT, TRAINER_WEBHOOK_PORT, KUEUE_WEBHOOK_PORT = 9444, 9443, 9445
-JOBSET_HEALTH, TRAINER_HEALTH, KUEUE_HEALTH = ("127.0.0.1:8092", "127.0.0.1:8091",
-                                               "127.0.0.1:8093")
+#: The loopback ports a plane's managers listen on: chosen free when the plane first needs
+#: them and kept in ``<plane>/ports.json``, so two planes run side by side on one machine.
+PORTS = ("jobset_webhook", "trainer_webhook", "kueue_webhook", "jobset_health",
+         "trainer_health", "kueue_health")
+
+
+def ports(plane) -> dict[str, int]:
+    """``{name: port}`` for :data:`PORTS` on this plane (free ports of 127.0.0.1, picked by
+    the kernel on first use, then read back from ``<plane>/ports.json``)."""
+    import json
+    import socket
+
+    f = plane.dir / "ports.json"
+    if f.exists():
+        return json.loads(f.read_text())
+    socks = []
+    try:
+        for _ in PORTS:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        out = {name: s.getsockname()[1] for name, s in zip(PORTS, socks, strict=True)}
+    finally:
+        for s in socks:
+            s.close()
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out))
+    tmp.replace(f)
+    return out
+
+
+def health(plane, manager: str) -> str:
+    """``127.0.0.1:<port>`` of ``manager``'s health probe (jobset, trainer, kueue)."""
+    return f"127.0.0.1:{ports(plane)[manager + '_health']}"
 
 
 def certs(plane) -> tuple[Path, bytes]:
@@ -105,33 +136,35 @@ def start_manager(plane, name: str, binary: Path, health: str, config: dict,
 
 
 def start_jobset(plane) -> None:
-    """JobSet's CRD, the manager on 127.0.0.1:9444, its webhooks."""
+    """JobSet's CRD, the manager on 127.0.0.1 (:func:`ports`), its webhooks."""
     cert_dir, ca = certs(plane)
+    port = ports(plane)["jobset_webhook"]
     plane.apply(modules.crds("jobset"))
-    start_manager(plane, "jobset", plane.bins["jobset"] / "jobset", JOBSET_HEALTH, {
+    start_manager(plane, "jobset", plane.bins["jobset"] / "jobset", health(plane, "jobset"), {
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
         "internalCertManagement": {"enable": False},
-        "webhook": {"port": JOBSET_WEBHOOK_PORT, "host": "127.0.0.1",
-                    "certDir": str(cert_dir)}})
+        "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cert_dir)}})
     hooks = modules.module_docs("jobset", "config/components/webhook/manifests.yaml")
-    plane.apply(local_webhooks(hooks, JOBSET_WEBHOOK_PORT, ca, "jobset", pod_selector={
+    plane.apply(local_webhooks(hooks, port, ca, "jobset", pod_selector={
         "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name",
                               "operator": "Exists"}]}))
 
 
 def start_trainer(plane) -> None:
-    """Trainer's CRDs, the manager on 127.0.0.1:9443, its webhooks (JobSet first)."""
+    """Trainer's CRDs, the manager on 127.0.0.1 (:func:`ports`), its webhooks (JobSet
+    first)."""
     cert_dir, ca = certs(plane)
+    port = ports(plane)["trainer_webhook"]
     plane.apply(modules.crds("trainer"))
     env_tmp = cert_dir.parent.parent  # $TMPDIR/k8s-webhook-server/serving-certs
     start_manager(plane, "trainer", plane.bins["trainer"] / "trainer-controller-manager",
-                  TRAINER_HEALTH, {
+                  health(plane, "trainer"), {
                       "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
                       "kind": "Configuration", "certManagement": {"enable": False},
-                      "webhook": {"port": TRAINER_WEBHOOK_PORT, "host": "127.0.0.1"}},
+                      "webhook": {"port": port, "host": "127.0.0.1"}},
                   extra_env={"TMPDIR": str(env_tmp)})
     hooks = modules.module_docs("trainer", "manifests/base/webhook/manifests.yaml")
-    plane.apply(local_webhooks(hooks, TRAINER_WEBHOOK_PORT, ca, "trainer"))
+    plane.apply(local_webhooks(hooks, port, ca, "trainer"))
 
 
 def start_tier2(plane) -> None:

@@ -278,7 +278,7 @@ def test_a_queued_trainjob_runs_when_the_cluster_queue_gets_quota(kueue, tier2, 
 def test_the_conversion_webhook_serves_v1beta1(kueue, api, namespace):
     """LocalQueue is stored as v1beta2 and served as v1beta1 too, through Kueue's conversion
     webhook (config/components/crd/patches/webhook_in_localqueues.yaml, here at
-    https://127.0.0.1:9445/convert): what doctor reads on a Kueue older than v0.15."""
+    https://127.0.0.1:<port>/convert): what doctor reads on a Kueue older than v0.15."""
     flavor, cq = create_queues(api, namespace, gpus=1)
     try:
         old = kube.get_custom(api, GROUP, "v1beta1", namespace, "localqueues", QUEUE)

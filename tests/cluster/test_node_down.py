@@ -4,8 +4,9 @@ a running pod, then :func:`testcluster.controlplane.down` must leave no process,
 network namespace, veth, cgroup, libcni cache file or changed sysctl behind -- read from
 /proc, ``ip`` and /sys, not from the tier's own state file.
 
-It also shows two planes with real nodes on one machine: the session's (if it has one)
-keeps its namespace and addresses while this one comes and goes.
+It also shows two planes on one machine: this one's real node, JobSet and Trainer (on
+free ports of their own) beside the session plane's, which keeps its namespace, addresses
+and managers while this one comes and goes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from testcluster import controlplane, node, node_config
+from testcluster import controlplane, node, node_config, operators
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(600)]
 
@@ -35,7 +36,7 @@ def processes_mentioning(text: str) -> list[str]:
     return out
 
 
-def test_down_leaves_nothing_of_the_node(real_node, tmp_path_factory):
+def test_down_leaves_nothing_of_the_node(real_node, tier2, tmp_path_factory):
     where = tmp_path_factory.mktemp("node-down")
     plane = controlplane.up(where, name=f"kfp-gpu-{uuid.uuid4().hex[:6]}", node=True,
                             mpi_operator=False)
@@ -49,6 +50,13 @@ def test_down_leaves_nothing_of_the_node(real_node, tmp_path_factory):
                                            "operator": "Exists"}],
                           "nodeSelector": {node_config.REAL_NODE_LABEL: "true"}}}))
         plane.kubectl("wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s")
+        # JobSet and Trainer of this plane beside the session plane's (free ports each)
+        plane.bins.update({t: tier2.bins[t] for t in controlplane.TIER2})
+        operators.start_tier2(plane)
+        assert plane.running("jobset") and plane.running("trainer")
+        assert tier2.running("jobset") and tier2.running("trainer")
+        assert set(operators.ports(plane).values()).isdisjoint(
+            operators.ports(tier2).values())
         # what is there before down, seen from the machine
         assert processes_mentioning(str(where)), "no process of the plane runs"
         assert node.mounts_under(where), "the running pod made no mount under the plane"
