@@ -193,15 +193,30 @@ def matching(pattern: str, names: list[str]) -> list[str]:
     return [n for n in names if fnmatch.fnmatchcase(n, glob)]
 
 
+def _helper_uses_doubles(module: str) -> bool:
+    """Whether ``module`` is a test helper module of this repository (tests.*) that itself
+    imports from :data:`DOUBLE_MODULES` (e.g. tests.containers.local_jobs, which runs jobs
+    through kfp_gpu.mpi.local)."""
+    if not module.startswith("tests."):
+        return False
+    f = REPO / (module.replace(".", "/") + ".py")
+    if not f.is_file():
+        return False
+    return any(isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(DOUBLE_MODULES)
+               for n in ast.walk(_module(f)))
+
+
 def uses_a_double(path: Path, test: str) -> bool:
     """Whether ``test`` in ``path`` uses, in its body or in a module-level function it
     calls (transitively), a name imported from :data:`DOUBLE_MODULES`."""
     tree = _module(path)
     imported: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module and \
-                node.module.startswith(DOUBLE_MODULES):
-            imported |= {a.asname or a.name for a in node.names}
+    for node in ast.walk(tree):  # module level and inside functions
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if node.module.startswith(DOUBLE_MODULES) or _helper_uses_doubles(
+                        f"{node.module}.{a.name}") or _helper_uses_doubles(node.module):
+                    imported.add(a.asname or a.name)
         elif isinstance(node, ast.Import):
             imported |= {a.asname or a.name.split(".")[0] for a in node.names
                          if a.name.startswith(DOUBLE_MODULES)}

@@ -159,10 +159,14 @@ def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, 
     # The Launcher ran on the real node and Succeeded; the Workers were deleted when the job
     # ended (cleanPodPolicy Running, mpi-operator's default: pkg/controller
     # mpi_job_controller.go deleteWorkerPods).
-    pods = kube.pods(api, namespace, f"training.kubeflow.org/job-name={name}")
-    assert [(p.metadata.labels.get("training.kubeflow.org/job-role"), p.spec.node_name,
-             p.status.phase) for p in pods] == [("launcher", node_config.NODE_NAME,
-                                                 "Succeeded")]
+    # (the kubelet ends the Workers with their grace period: wait until they are gone)
+    def left():
+        pods = kube.pods(api, namespace, f"training.kubeflow.org/job-name={name}")
+        return [(p.metadata.labels.get("training.kubeflow.org/job-role"), p.spec.node_name,
+                 p.status.phase) for p in pods]
+
+    kube.wait_for(lambda: len(left()) == 1, 90, "the Workers to be deleted")
+    assert left() == [("launcher", node_config.NODE_NAME, "Succeeded")]
 
 
 @pytest.fixture()
@@ -482,3 +486,64 @@ def test_a_killed_worker_fails_the_job_and_a_rerun_resumes_from_the_checkpoint(
     assert m["weights_identical"] is True
     print(f"\nfirst run: {message}\nsecond run resumed from {m['resumed_from']} at epoch "
           f"{m['start_epoch']}")
+
+
+#: What one run of :func:`resnet_job` determines, read from rank 0's metrics: equal between
+#: two runs of the same job, whatever runs it.
+DETERMINED = ("world_size", "global_step", "epochs_run", "start_epoch", "global_batch_size",
+              "final_loss", "final_accuracy", "test_loss", "test_accuracy", "test_rows",
+              "weights_identical", "weights_sum_spread", "parameters")
+
+
+def test_the_local_runner_and_real_pods_agree_on_the_resnet_job(
+        real_node, api, namespace, node_image, pvs, shared_data, tmp_path, docker_client):
+    """The same MPIJob (one builder, one seed, the same data) run by the local Docker runner
+    (kfp_gpu/mpi/local) and by mpi-operator on the real node: both end Succeeded with the
+    same Worker host names (the hostfile's DNS names resolved by Docker's aliases and by
+    CoreDNS), the same determined metrics and the same final weights per rank (the Launcher
+    log's ``weights`` checksums, read through ``docker logs`` and through pods/log), and
+    both leave only the Launcher once the job ends (cleanPodPolicy Running)."""
+    import copy
+    import re
+
+    from tests.containers import local_jobs
+
+    image = node_image("horovod")
+    name = f"cmp-{uuid.uuid4().hex[:5]}"
+    job = resnet_job(namespace, name, image)
+    real, real_lines, _ = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
+    def job_pods():
+        pods = kube.pods(api, namespace, f"training.kubeflow.org/job-name={name}")
+        return pods if len(pods) == 1 else None
+
+    real_pods = kube.wait_for(job_pods, 90, "the Workers to be deleted")
+
+    local_dir = tmp_path / "local"
+    local_dir.mkdir()
+    pvc_dirs = local_jobs.resnet_pvc_dirs(shared_data, local_dir)
+    fs_group = (job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"].get(
+        "securityContext") or {}).get("fsGroup")
+    ssh_files = {n: (0o644, 0, 0 if fs_group is None else fs_group)
+                 for n in ("id_rsa", "id_rsa.pub", "authorized_keys")}
+    status, _, runner = local_jobs.run_job(docker_client, copy.deepcopy(job), ssh_files,
+                                           pvc_dirs=pvc_dirs)
+    try:
+        local_log = runner.logs("launcher")
+        left = sorted(c.name for c in runner.containers())
+    finally:
+        runner.delete()
+    local = json.loads((Path(pvc_dirs["work"]) / "run" / "metrics.json").read_text())
+
+    assert [c["type"] for c in status["conditions"] if c["status"] == "True"][-1] == \
+        "Succeeded"
+    assert {r["host"] for r in local["ranks"]} == {r["host"] for r in real["ranks"]} == {
+        f"{name}-worker-0", f"{name}-worker-1"}
+    assert {k: local[k] for k in DETERMINED} == {k: real[k] for k in DETERMINED}
+    assert [r["trainable_checksum"] for r in local["ranks"]] == [
+        r["trainable_checksum"] for r in real["ranks"]]
+    done = re.compile(r"^\[rank (\d)/2\] done: 6 steps, .* weights (\w+)$")
+    weights = lambda lines: sorted(m.groups() for m in map(done.match, lines) if m)
+    assert weights(local_log.splitlines()) == weights(real_lines) != []
+    assert [p.metadata.labels["training.kubeflow.org/job-role"] for p in real_pods] == [
+        "launcher"]
+    assert all("launcher" in n for n in left), left
