@@ -169,34 +169,6 @@ def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, 
     assert left() == [("launcher", node_config.NODE_NAME, "Succeeded")]
 
 
-@pytest.fixture()
-def trainer_runtime(real_node, tier2):
-    """Tier 2 (JobSet, Trainer) on the plane with the real node, and the project's
-    ClusterTrainingRuntime (manifests/trainer) applied."""
-    from tests.test_manifests import MANIFESTS
-
-    docs = [d for d in yaml.safe_load_all(tier2.kubectl(
-        "kustomize", str(MANIFESTS / "trainer")).stdout) if d]
-    tier2.apply(docs)
-    return docs[0]["metadata"]["name"]
-
-
-def test_trainjob_resnet_runs_on_real_pods(trainer_runtime, api, namespace, node_image, pvs,
-                                           shared_data, tmp_path):
-    """The same training through the TrainJob backend: Trainer v2.3.0 makes a JobSet
-    (replicated jobs ``node`` and ``launcher``, runLauncherAsNode), JobSet v0.12.0 its Jobs,
-    the real node runs the pods, and the TrainJob ends Complete."""
-    name = f"resnet-tj-{uuid.uuid4().hex[:5]}"
-    job = resnet_job(namespace, name, node_image("horovod"), backend=backends.TRAINJOB)
-    assert job["spec"]["runtimeRef"]["name"] == trainer_runtime
-    m, _, _ = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
-    assert len({r["host"] for r in m["ranks"]}) == 2  # one rank per node pod
-    tj = kube.get_custom(api, "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", name)
-    assert kube.conditions(tj)["Complete"]["status"] == "True"
-    pods = kube.pods(api, namespace, f"jobset.sigs.k8s.io/jobset-name={name}")
-    assert pods and {p.spec.node_name for p in pods} == {node_config.NODE_NAME}
-
-
 @pytest.mark.parametrize("name", ["horovod", "launcher", "trainer"])
 def test_images_run_under_psa_restricted(real_node, api, node_image, name, request):
     """Each image as a pod in a namespace enforcing PSA ``restricted``: admitted (runAsNonRoot,
