@@ -21,7 +21,8 @@ State is recorded in ``<plane>/node/state.json`` before each thing is made, so
 :func:`down` removes exactly what :func:`up` made: processes (by pid; containers and
 shims by their cgroup and containerd address), mounts under the node's folder, the
 namespace, the veth, the cgroups under the node's cgroup root, libcni's cache files of
-the node's network, and the six sysctls kubelet sets (restored to their values).
+the node's network, and the six sysctls kubelet sets (restored to the host's values when the
+machine's last real node goes: :data:`SYSCTL_FILE`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ PAUSE_SOURCE = "k8s.io/kubernetes@v1.36.3/build/pause/linux/pause.c"
 PROCESSES = ("containerd", "kubelet", "kube-proxy", "coredns", "dra-plugin")
 CGROUP_FS = Path("/sys/fs/cgroup")
 CNI_CACHE = Path("/var/lib/cni/results")
+#: The host's values of the sysctls kubelet sets, recorded by the machine's first real node
+#: and restored when its last one is gone (they are the host's, not a namespace's).
+SYSCTL_FILE = Path("/run/kfp-gpu/node-sysctls.json")
 #: dra-example-driver's device class (deployments/helm/.../deviceclass.yaml) and driver.
 DRA_DEVICE_CLASS = "gpu.example.com"
 
@@ -175,9 +179,8 @@ def up(plane, *, index: int | None = None, gpus: int = 4) -> None:
         p.mkdir(parents=True, exist_ok=True)
     cgroup_root = f"/kfp-gpu-node{addrs.index}"
     _record(d, index=addrs.index, netns=addrs.netns, host_if=addrs.host_if,
-            cgroup_root=cgroup_root, root=str(paths.root),
-            sysctls={k: Path(f"/proc/sys/{k}").read_text().strip()
-                     for k in cfg.KUBELET_SYSCTLS})
+            cgroup_root=cgroup_root, root=str(paths.root))
+    _remember_sysctls()
     _network(addrs)
     for sub in _cgroup_hierarchies():
         (sub / cgroup_root.lstrip("/")).mkdir(exist_ok=True)
@@ -396,12 +399,7 @@ def down(plane) -> list[str]:
     n = _remove_cgroups(s["cgroup_root"])
     if n:
         done.append(f"removed {n} cgroups")
-    for k, v in (s.get("sysctls") or {}).items():
-        f = Path(f"/proc/sys/{k}")
-        with contextlib.suppress(OSError):
-            if f.read_text().strip() != v:
-                f.write_text(v)
-                done.append(f"restored {k.replace('/', '.')}={v}")
+    done += _restore_sysctls_if_last()
     for f in cni_cache_files(root):
         f.unlink(missing_ok=True)
     shutil.rmtree(root, ignore_errors=True)
@@ -419,6 +417,41 @@ def cni_cache_files(root: Path) -> list[Path]:
             if str(root) in f.read_text(errors="replace"):
                 out.append(f)
     return out
+
+
+def node_namespaces() -> list[str]:
+    """The network namespaces of this machine's real nodes (any plane's)."""
+    names = _run("ip", "netns", "list", check=False).stdout.split()
+    return [n for n in names if n.startswith("kfpgpu-node")]
+
+
+def _remember_sysctls() -> None:
+    """Record the host's values of the sysctls kubelet changes, once per machine: the first
+    node of any plane writes :data:`SYSCTL_FILE` before its kubelet starts (a second node
+    would only see the first kubelet's values)."""
+    if SYSCTL_FILE.exists():
+        return
+    SYSCTL_FILE.parent.mkdir(parents=True, exist_ok=True)
+    tmp = SYSCTL_FILE.with_suffix(".tmp")
+    tmp.write_text(json.dumps({k: Path(f"/proc/sys/{k}").read_text().strip()
+                               for k in cfg.KUBELET_SYSCTLS}))
+    tmp.replace(SYSCTL_FILE)
+
+
+def _restore_sysctls_if_last() -> list[str]:
+    """When no real node is left on the machine, put back the values
+    :func:`_remember_sysctls` recorded and remove the record."""
+    if node_namespaces() or not SYSCTL_FILE.exists():
+        return []
+    done = []
+    for k, v in json.loads(SYSCTL_FILE.read_text()).items():
+        f = Path(f"/proc/sys/{k}")
+        with contextlib.suppress(OSError):
+            if f.read_text().strip() != v:
+                f.write_text(v)
+                done.append(f"restored {k.replace('/', '.')}={v}")
+    SYSCTL_FILE.unlink(missing_ok=True)
+    return done
 
 
 def _kill_node_processes(cgroup_root: str, root: Path) -> int:

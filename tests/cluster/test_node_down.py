@@ -61,6 +61,8 @@ def test_down_leaves_nothing_of_the_node(real_node, tier2, tmp_path_factory):
         assert processes_mentioning(str(where)), "no process of the plane runs"
         assert node.mounts_under(where), "the running pod made no mount under the plane"
         assert node.cgroups_under(state["cgroup_root"]), "no pod cgroup"
+        sysctls = {k: Path(f"/proc/sys/{k}").read_text().strip()
+                   for k in node_config.KUBELET_SYSCTLS}
     finally:
         controlplane.down(where, plane.name)
     assert processes_mentioning(str(where)) == []
@@ -69,8 +71,10 @@ def test_down_leaves_nothing_of_the_node(real_node, tier2, tmp_path_factory):
                                                 text=True, check=True).stdout.split()
     assert not Path(f"/sys/class/net/{state['host_if']}").exists()
     assert node.cgroups_under(state["cgroup_root"]) == []
-    for k, v in state["sysctls"].items():
-        assert Path(f"/proc/sys/{k}").read_text().strip() == v, k
+    # the host's sysctls stay as the session node's kubelet set them (it still runs) and
+    # their record stays for the machine's last node to restore
+    assert {k: Path(f"/proc/sys/{k}").read_text().strip() for k in sysctls} == sysctls
+    assert node.SYSCTL_FILE.exists()
     assert node.cni_cache_files(Path(state["root"])) == []
     assert not where.exists()
     # the session's node is untouched
