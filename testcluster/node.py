@@ -274,11 +274,16 @@ def _cgroup_hierarchies() -> list[Path]:
     return out
 
 
+def _ctr_argv(plane, paths: cfg.Paths, *args: str) -> list[str]:
+    """``ctr`` against the node's containerd, in the CRI's namespace ``k8s.io``."""
+    return [str(plane.bins["containerd"] / "ctr"), "--address", str(paths.containerd_sock),
+            "--namespace", "k8s.io", *args]
+
+
 def _ctr(plane, paths: cfg.Paths, *args: str, check: bool = True, input: bytes | None = None,
          timeout: float = 600) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(plane.bins["containerd"] / "ctr"), "--address",
-                        str(paths.containerd_sock), "--namespace", "k8s.io", *args],
-                       input=input, capture_output=True, timeout=timeout, check=False)
+    r = subprocess.run(_ctr_argv(plane, paths, *args), input=input, capture_output=True,
+                       timeout=timeout, check=False)
     if check and r.returncode != 0:
         raise NodeError(f"ctr {' '.join(args[:2])} failed: {r.stderr.decode()[-500:]}")
     return r
@@ -299,10 +304,9 @@ def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
     times = {}
     for ref in refs:
         t0 = time.monotonic()
-        ctr = subprocess.Popen([str(plane.bins["containerd"] / "ctr"), "--address",
-                                str(paths.containerd_sock), "--namespace", "k8s.io", "images",
-                                "import", "-"], stdin=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        ctr = subprocess.Popen(_ctr_argv(plane, paths, "images", "import", "-"),
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
         try:
             for chunk in docker_client.images.get(ref).save(named=True):
                 ctr.stdin.write(chunk)

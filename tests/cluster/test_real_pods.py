@@ -47,7 +47,7 @@ ON_REAL_NODE = {
 }
 
 
-def host_pv(api, ns: str, claim: str, path: str, *, read_only: bool = False) -> None:
+def host_pv(api, ns: str, claim: str, path: str) -> None:
     """A hostPath PersistentVolume on the real node bound to PVC ``claim`` in ``ns``
     (static binding: ``volumeName`` + ``storageClassName: ""``, kube-controller-manager's
     PV binder)."""
@@ -114,8 +114,9 @@ def bind_pvcs(api, namespace: str, pvs: list, shared_data: Path, tmp_path: Path)
     work = tmp_path / "work"
     work.mkdir()
     os.chown(work, UID, UID)
-    for claim, path, ro in (("fashion", str(data.parent), True), ("work", str(work), False)):
-        host_pv(api, namespace, claim, path, read_only=ro)
+    # (the data is mounted read-only by the job's own PvcMount)
+    for claim, path in (("fashion", str(data.parent)), ("work", str(work))):
+        host_pv(api, namespace, claim, path)
         pvs.append(f"{namespace}-{claim}")
     return work
 
@@ -323,10 +324,7 @@ def test_the_launcher_as_a_real_pod_owns_its_job_and_gc_cleans_up(real_node, api
         return mj if any(r["uid"] == uid and r["kind"] == "Pod" for r in refs) else None
 
     def logs() -> str:
-        try:
-            return core.read_namespaced_pod_log("component", namespace)
-        except client.exceptions.ApiException as e:
-            return f"(no log: {e.status})"
+        return _log(api, namespace, "component") or "(no log)"
 
     kube.wait_for(owned_job, 180, f"MPIJob {name} owned by the component pod ({logs()})")
     kube.wait_for(lambda: len(jobs.worker_pods(api, namespace, name)) == 2, 60, "2 Workers")
