@@ -258,3 +258,33 @@ def test_a_finished_mpijob_counts_no_workers(tmp_path, clock):
     assert status.finished()  # (Workers left running: cleanPodPolicy is not applied here)
     rec.update_replicas(jc.workers(), finished=True)
     assert status.to_dict()["replicaStatuses"] == {"Worker": {}, "Launcher": {"succeeded": 1}}
+
+
+def test_a_worker_that_exits_before_the_readiness_exec_is_not_ready(tmp_path):
+    """CI found the race (2026-11-28): a Worker's state read "running", then it exited and
+    the engine answered the readiness exec with 409 Conflict "is not running". The Worker is
+    not ready; the reconciler reads its exit on the next step. Any other engine error
+    still surfaces."""
+    import docker
+    import requests
+
+    from kfp_gpu.mpi.local.containers import JobContainers
+
+    plan = job_plan()
+
+    def gone(status: int):
+        resp = requests.Response()
+        resp.status_code = status
+
+        class Exited(FakeContainer):
+            def exec_run(self, cmd):
+                raise docker.errors.APIError("exec", response=resp,
+                                             explanation="container is not running")
+        return Exited
+
+    jc = JobContainers(plan, client=None, pvc_dirs={})
+    for code, expect in ((409, False), (404, False)):
+        workers = [gone(code)(s.name) for s in plan.workers]
+        assert jc.ready(workers) is expect
+    with pytest.raises(docker.errors.APIError):
+        jc.ready([gone(500)(s.name) for s in plan.workers])

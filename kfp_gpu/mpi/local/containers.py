@@ -139,13 +139,25 @@ class JobContainers:
                 net: self.client.api.create_endpoint_config(aliases=list(spec.aliases))})
 
     def ready(self, workers: list) -> bool:
-        """Every planned Worker runs and has a socket in LISTEN (its sshd)."""
+        """Every planned Worker runs and has a socket in LISTEN (its sshd).
+
+        A Worker that exits between the state read and the exec (the engine answers
+        409 Conflict "is not running") is not ready; the next reconcile step reads its
+        exit code, as the kubelet would report it.
+        """
+        import docker
+
         if len(workers) != len(self.plan.workers):
             return False
         for c in workers:
             if state(c)[0] != "running":
                 return False
-            res = c.exec_run(["cat", "/proc/net/tcp", "/proc/net/tcp6"])
+            try:
+                res = c.exec_run(["cat", "/proc/net/tcp", "/proc/net/tcp6"])
+            except docker.errors.APIError as exc:
+                if exc.status_code in (404, 409):
+                    return False
+                raise
             if not listening(res.output.decode(errors="replace")):
                 return False
         return True
