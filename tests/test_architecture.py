@@ -191,6 +191,70 @@ def test_allowed_exceptions_still_exist_and_still_need_it():
     assert all(n > MAX_DATACLASS_FIELDS for n in found.values())
 
 
+def _imported(path: Path, root: Path) -> list[tuple[int, str]]:
+    """``(line, dotted module)`` for every import in ``path`` (any nesting), relative ones
+    resolved against its package; ``from P import n`` also yields ``P.n`` (``n`` may be a
+    module)."""
+    package = path.relative_to(root).with_suffix("").parts[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[:len(package) - node.level + 1], node.module or ""]
+                            if node.level else [node.module or ""]).strip(".")
+            out += [(node.lineno, base), *((node.lineno, f"{base}.{a.name}") for a in node.names)]
+    return out
+
+
+def imports_of_test_modules(root: Path) -> list[str]:
+    """``file:line imports module`` for each import, in any Python file under
+    ``root``/tests (test modules, helpers, conftests), of a test module (``test_*.py``)
+    other than itself: what tests share lives in helper modules and conftest.py."""
+    problems = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        own = ".".join(path.relative_to(root).with_suffix("").parts)
+        seen = set()
+        for line, module in _imported(path, root):
+            if module == own or not module.rpartition(".")[2].startswith("test_") \
+                    or not (root / (module.replace(".", "/") + ".py")).is_file():
+                continue
+            if (line, module) not in seen:
+                seen.add((line, module))
+                problems.append(f"{path.relative_to(root)}:{line} imports {module}")
+    return problems
+
+
+def test_no_test_module_imports_another():
+    """A test module's helpers, constants and fixtures are not imported from it by another
+    test module (nor by a helper): they live in a helper module (e.g. tests/waiting.py,
+    tests/cluster/access.py) or a conftest.py."""
+    assert imports_of_test_modules(REPO) == []
+
+
+def test_the_test_import_check_finds_every_form(tmp_path):
+    files = {
+        "tests/__init__.py": "",
+        "tests/test_a.py": "X = 1\n",
+        "tests/helper.py": "from tests.test_a import X\n",
+        "tests/sub/__init__.py": "",
+        "tests/sub/test_b.py": "import tests.test_a\nfrom tests import test_a, helper\n"
+                               "def f():\n    from ..test_a import X\n",
+        "tests/sub/test_c.py": "from . import test_b\nfrom .test_c import y\n"
+                               "from tests.helper import X\nfrom tests.sub import nothing\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert imports_of_test_modules(tmp_path) == [
+        "tests/helper.py:1 imports tests.test_a",
+        "tests/sub/test_b.py:1 imports tests.test_a",
+        "tests/sub/test_b.py:2 imports tests.test_a",
+        "tests/sub/test_b.py:4 imports tests.test_a",
+        "tests/sub/test_c.py:1 imports tests.sub.test_b",
+    ]
+
+
 def test_registry_is_derived_from_the_folders():
     folders = sorted(p.parent.name for p in (REPO / "components").glob("*/component.py"))
     assert sorted(registry.COMPONENTS) == [f for f in folders if f != "shared"]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from typer.testing import CliRunner
 from kfp_gpu import gpu
 from kfp_gpu.cli import doctor as doctor_cli
 from kfp_gpu.cluster import doctor
+from tests.doctor_double import facts, nodes, run
 from tests.doubles.k8s_cluster import (
     FakeCluster,
     kai_queue_crd,
@@ -29,27 +28,6 @@ from tests.doubles.k8s_cluster import (
 from tests.doubles.kfp_api import FakeKfp
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def rbac_objects() -> list[dict]:
-    kubectl = os.environ.get("KUBECTL") or shutil.which("kubectl")
-    if not kubectl:
-        pytest.fail("kubectl not found (Debian kubernetes-client); see tests/test_manifests.py")
-    out = subprocess.run([kubectl, "kustomize", str(REPO / "manifests" / "rbac")],
-                         capture_output=True, text=True, check=True, timeout=120).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
-def nodes() -> list[doctor.Node]:
-    return [doctor.Node.from_api(o) for o in recorded_nodes()]
-
-
-def facts(**kw) -> doctor.ClusterFacts:
-    kw.setdefault("nodes", nodes())
-    kw.setdefault("crds", {doctor.MPIJOB_CRD: doctor.Crd(doctor.MPIJOB_CRD, True, ("v2beta1",)),
-                           doctor.KAI_QUEUE_CRD: doctor.Crd(doctor.KAI_QUEUE_CRD, False)})
-    return doctor.ClusterFacts(**kw)
 
 
 def fits(request_text: str, **kw) -> list[str]:
@@ -144,13 +122,6 @@ def test_report_renders_a_table():
 
 
 # ------------------------------------------------------------------ the command over HTTP
-
-
-def run(cluster: FakeCluster, tmp_path: Path, *args: str, token: str = "admin-token"):
-    app = typer.Typer()
-    app.command()(doctor_cli.doctor_command)
-    kc = cluster.kubeconfig(tmp_path / f"kubeconfig-{token}", token=token)
-    return CliRunner().invoke(app, ["--kubeconfig", str(kc), *args])
 
 
 def test_ready_cluster_with_real_rbac(tmp_path, rbac_objects):

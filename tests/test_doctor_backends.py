@@ -18,11 +18,10 @@ import yaml
 from kfp_gpu.cluster import doctor
 from kfp_gpu.cluster.doctor import backends as db
 from kfp_gpu.cluster.doctor.model import Runtime, RuntimeFacts
+from tests.doctor_double import IMAGE, crds, run
 from tests.doubles.k8s_cluster import FakeCluster, mpijob_crd, trainer_crds
-from tests.test_doctor import rbac_objects, run  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[1]
-IMAGE = "ghcr.io/kfp-gpu/kfp-gpu-horovod:0.1.0"
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +31,6 @@ def runtime() -> dict:
                          capture_output=True, text=True, check=True, timeout=120).stdout
     (doc,) = [d for d in yaml.safe_load_all(out) if d]
     return doc
-
-
-def crds(*, mpi: bool = True, trainer: bool = True) -> dict:
-    out = {doctor.MPIJOB_CRD: doctor.Crd(doctor.MPIJOB_CRD, mpi, ("v2beta1",) if mpi else ())}
-    for name, version in ((db.TRAINJOB_CRD, "v1alpha1"), (db.RUNTIME_CRD, "v1alpha1"),
-                          (db.JOBSET_CRD, "v1alpha2")):
-        out[name] = doctor.Crd(name, trainer, (version,) if trainer else ())
-    return out
 
 
 def test_runtime_facts_from_the_shipped_runtime(runtime):
@@ -88,7 +79,7 @@ def test_missing_trainjob_permissions_only_matter_for_trainjob():
     assert any("may not create trainjobs" in p for p in rep.problems)
 
 
-def test_doctor_command_with_trainer_installed(tmp_path, rbac_objects, runtime):  # noqa: F811
+def test_doctor_command_with_trainer_installed(tmp_path, rbac_objects, runtime):
     with FakeCluster(rbac_objects=rbac_objects, crds=trainer_crds(), runtimes=[runtime]) as c:
         res = run(c, tmp_path, "--pipeline", "resnet-horovod", "--backend", "trainjob",
                   "--gpu", "none")

@@ -15,22 +15,9 @@ import yaml
 
 from kfp_gpu import gpu
 from kfp_gpu.cluster import doctor
+from tests.doctor_double import dra_nodes, run
 from tests.doubles import nvidia_dra
-from tests.doubles.k8s_cluster import FakeCluster, recorded_nodes
-from tests.test_doctor import rbac_objects, run  # noqa: F401 - the fixture
-
-
-def dra_nodes() -> list[dict]:
-    """The recorded nodes plus two DRA-only GPU nodes (no device plugin: no nvidia.com/*
-    allocatable), as a cluster that runs NVIDIA's DRA driver there would show them."""
-    cpu = next(n for n in recorded_nodes() if n["metadata"]["name"] == "cpu-01")
-    out = recorded_nodes()
-    for name in ("dra-h100-01", "dra-h100-mig-01"):
-        n = copy.deepcopy(cpu)
-        n["metadata"]["name"] = name
-        n["metadata"]["labels"]["kubernetes.io/hostname"] = name
-        out.append(n)
-    return out
+from tests.doubles.k8s_cluster import FakeCluster
 
 
 def dra_objects(*slices: dict) -> dict:
@@ -55,7 +42,7 @@ def test_the_fake_driver_objects_are_valid_kubernetes_1_36_objects():
     ("dra:mig=3g.40gb", []),
     ("dra:gpu=9", []),
 ])
-def test_the_request_fits_where_the_drivers_devices_match(tmp_path, rbac_objects,  # noqa: F811
+def test_the_request_fits_where_the_drivers_devices_match(tmp_path, rbac_objects,
                                                          request_text, fits):
     with FakeCluster(rbac_objects=rbac_objects, nodes=dra_nodes(),
                      dra=dra_objects(*SLICES)) as c:
@@ -72,7 +59,7 @@ def test_the_request_fits_where_the_drivers_devices_match(tmp_path, rbac_objects
     assert re.search(r"DeviceClass mig.nvidia.com +present", res.output)
 
 
-def test_an_80gb_h100_has_less_than_80gi(tmp_path, rbac_objects):  # noqa: F811
+def test_an_80gb_h100_has_less_than_80gi(tmp_path, rbac_objects):
     """memory>=80Gi is 81920 MiB; an H100 80GB HBM3 has 81559 MiB: doctor says so before a
     Worker waits forever (80G, decimal, is 76294 MiB and fits)."""
     with FakeCluster(rbac_objects=rbac_objects, nodes=dra_nodes(),
@@ -81,7 +68,7 @@ def test_an_80gb_h100_has_less_than_80gi(tmp_path, rbac_objects):  # noqa: F811
         assert run(c, tmp_path, "--gpu", "dra:gpu=1,memory>=80G").exit_code == 0
 
 
-def test_a_cluster_without_dra_would_drop_the_claims_silently(tmp_path, rbac_objects):  # noqa: F811
+def test_a_cluster_without_dra_would_drop_the_claims_silently(tmp_path, rbac_objects):
     with FakeCluster(rbac_objects=rbac_objects) as c:
         res = run(c, tmp_path, "--gpu", "dra:gpu=1")
         assert res.exit_code == 1
@@ -93,7 +80,7 @@ def test_a_cluster_without_dra_would_drop_the_claims_silently(tmp_path, rbac_obj
         assert res.exit_code == 0 and "resourceClaims" not in res.output
 
 
-def test_driver_missing_and_feature_gates(tmp_path, rbac_objects):  # noqa: F811
+def test_driver_missing_and_feature_gates(tmp_path, rbac_objects):
     with FakeCluster(rbac_objects=rbac_objects, nodes=dra_nodes(),
                      dra={"deviceclasses": [], "resourceslices": []}) as c:
         res = run(c, tmp_path, "--gpu", "dra:mig=1g.10gb")
@@ -107,7 +94,7 @@ def test_driver_missing_and_feature_gates(tmp_path, rbac_objects):  # noqa: F811
         assert "alpha feature gate MPSSupport" in res.output
 
 
-def test_device_plugin_and_dra_driver_on_one_node_are_warned(tmp_path, rbac_objects):  # noqa: F811
+def test_device_plugin_and_dra_driver_on_one_node_are_warned(tmp_path, rbac_objects):
     both = nvidia_dra.h100_node_slice("dgx-h100-01")  # that node has nvidia.com/gpu: 8 too
     with FakeCluster(rbac_objects=rbac_objects, nodes=dra_nodes(),
                      dra=dra_objects(*SLICES, both)) as c:
@@ -117,7 +104,7 @@ def test_device_plugin_and_dra_driver_on_one_node_are_warned(tmp_path, rbac_obje
         assert "dra: 8 gpu" in res.output and "dra: 7 mig 1g.10gb" in res.output
 
 
-def test_the_launcher_role_grants_what_a_dra_job_needs(tmp_path, rbac_objects):  # noqa: F811
+def test_the_launcher_role_grants_what_a_dra_job_needs(tmp_path, rbac_objects):
     """The Role of manifests/rbac reviewed for resourceclaimtemplates; without the rule a
     dra request is a problem, any other a warning."""
     rules = [o for o in rbac_objects if o["kind"] == "Role"]
@@ -155,11 +142,11 @@ def test_a_dra_trainjob_needs_the_dra_runtime():
 
     from kfp_gpu.cluster.doctor import backends as db
     from kfp_gpu.cluster.doctor.model import Runtime, RuntimeFacts
-    from tests.test_doctor_backends import IMAGE, crds
-    from tests.test_manifests import MANIFESTS, _kubectl
+    from tests.doctor_double import IMAGE, crds
+    from tests.kustomize import MANIFESTS, kubectl
 
     def rendered(overlay: str) -> dict:
-        out = subprocess.run([_kubectl(), "kustomize", str(MANIFESTS / overlay)], check=True,
+        out = subprocess.run([kubectl(), "kustomize", str(MANIFESTS / overlay)], check=True,
                              capture_output=True, text=True, timeout=120).stdout
         return next(d for d in yaml.safe_load_all(out) if d)
 

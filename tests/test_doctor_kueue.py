@@ -11,30 +11,9 @@ import yaml
 
 from kfp_gpu.cluster import doctor
 from kfp_gpu.cluster.doctor import kueue as dk
+from tests.kueue_pipeline import queued_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def queued_pipeline(path: Path, default: str = "team-a", constant: str = "team-b") -> list:
-    """Compile a pipeline with two train_resnet_horovod tasks: one queued through a pipeline
-    parameter (default ``default``), one through the constant ``constant``; return its
-    YAML documents."""
-    from kfp import compiler, dsl
-    from kfp.dsl import Dataset
-
-    from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
-
-    @dsl.pipeline(name="queued")
-    def queued(queue: str = default):
-        data = dsl.importer(artifact_uri="gs://bucket/data", artifact_class=Dataset)
-        train_resnet_horovod(train_data=data.output, test_data=data.output,
-                             kueue_queue=queue)
-        if constant:
-            train_resnet_horovod(train_data=data.output, test_data=data.output,
-                                 kueue_queue=constant)
-
-    compiler.Compiler().compile(queued, str(path))
-    return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
 
 
 def facts(kf: dk.KueueFacts | None, namespace: str = "ml") -> doctor.ClusterFacts:

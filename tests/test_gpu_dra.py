@@ -24,9 +24,9 @@ from kfp_gpu import gpu
 from kfp_gpu.gpu import claim, memory_cap, render
 from kfp_gpu.mpi.spec import claims, mpijob, trainjob
 from tests import upstream_crds
-from tests.test_manifests import _kubectl
-from tests.test_mpijob import options
-from tests.test_trainjob import smp
+from tests.kustomize import kubectl
+from tests.merge_patch import smp
+from tests.mpijob_options import options
 
 K8S = "1.36.0"
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,7 +172,7 @@ def test_jobs_without_dra_carry_no_claims():
 
 
 def rendered(overlay: str) -> dict:
-    out = subprocess.run([_kubectl(), "kustomize", str(ROOT / "manifests" / overlay)],
+    out = subprocess.run([kubectl(), "kustomize", str(ROOT / "manifests" / overlay)],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     (doc,) = [d for d in yaml.safe_load_all(out) if d]
     return doc

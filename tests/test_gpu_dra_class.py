@@ -16,7 +16,6 @@ import pytest
 from kfp_gpu import gpu
 from kfp_gpu.gpu import claim
 from kfp_gpu.gpu.kinds.dra import DRA_ACCEPTED
-from tests.test_doctor import rbac_objects  # noqa: F401 - the fixture
 
 K8S = "1.36.0"
 EXAMPLE = "gpu.example.com"
@@ -149,10 +148,9 @@ def test_class_is_only_for_dra_requests():
         gpu.GpuRequest(kind="gpu", count=1, device_class=EXAMPLE)
 
 
-def test_doctor_checks_the_requests_device_class(tmp_path, rbac_objects):  # noqa: F811
+def test_doctor_checks_the_requests_device_class(tmp_path, rbac_objects):
+    from tests.doctor_double import dra_nodes, run
     from tests.doubles.k8s_cluster import FakeCluster
-    from tests.test_doctor import run
-    from tests.test_doctor_dra import dra_nodes
 
     with FakeCluster(rbac_objects=rbac_objects, nodes=dra_nodes(),
                      dra={"deviceclasses": [], "resourceslices": []}) as c:

@@ -22,6 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.waiting import wait_for_line
+
 ROOT = Path(__file__).resolve().parents[1]
 KFP_GPU = Path(sys.executable).with_name("kfp-gpu")
 
@@ -91,16 +93,6 @@ def _start_cli(tmp_path: Path, shared_data: Path, *extra: str) -> tuple[subproce
     return proc, tmpdir
 
 
-def _wait_for(proc: subprocess.Popen, marker: str, timeout: float = 300) -> list[str]:
-    seen, deadline = [], time.monotonic() + timeout
-    for line in proc.stdout:
-        seen.append(line.rstrip("\n"))
-        if marker in line:
-            return seen
-        assert time.monotonic() < deadline, seen
-    raise AssertionError(f"{marker!r} never came: {seen}")
-
-
 def _processes_naming(text: str) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["cmdline", "status"]):
@@ -118,7 +110,7 @@ def _processes_naming(text: str) -> list[psutil.Process]:
 def test_signal_to_the_cli_stops_the_run(tmp_path, shared_data, sig, code):
     proc, tmpdir = _start_cli(tmp_path, shared_data)
     try:
-        seen = _wait_for(proc, "[train-text-classifier] started")
+        seen = wait_for_line(proc, "[train-text-classifier] started")
         time.sleep(3)  # inside the task: its Python is importing TensorFlow / training
         tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
         assert tree, "no task process under the CLI"

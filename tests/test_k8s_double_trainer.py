@@ -5,13 +5,13 @@ subresource) and cluster-scoped, read-only ClusterTrainingRuntimes."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.doubles.k8s_api import SERVED, FakeKube, ScriptedController
+from tests.waiting import wait_for
 
 G, V, NS = "trainer.kubeflow.org", "v1alpha1", "ml"
 
@@ -21,13 +21,6 @@ def trainjob(name: str = "resnet-0123456789") -> dict:
             "metadata": {"name": name, "namespace": NS},
             "spec": {"runtimeRef": {"name": "kfp-gpu-horovod"}, "trainer": {"numNodes": 2}},
             "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
-
-
-def wait_for(pred, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -7,11 +7,8 @@ import json
 import os
 import shlex
 import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -20,9 +17,10 @@ from kfp_gpu.mpi.launch import launcher, retry
 from kfp_gpu.mpi.launch import metrics as mpi_metrics
 from kfp_gpu.mpi.spec import mpijob, names, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
+from tests.doubles.pod_statuses import IMAGE_PULL, UNSCHEDULABLE
+from tests.launcher_runs import FAST, cancel_while_running, launcher_process, run
+from tests.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[1]
-FAST = launcher.Backoff(initial_s=0.01, factor=2.0, maximum_s=0.05, attempts=5)
 MPIJOBS = "/mpijobs"
 
 
@@ -36,25 +34,6 @@ def make_job(name: str = "resnet-test-1", ns: str = "ml") -> dict:
 def kube():
     with FakeKube() as k:
         yield k
-
-
-def run(kube, job, record, **kw):
-    lines: list[str] = []
-    kw.setdefault("backoff", FAST)
-    kw.setdefault("watch_timeout_s", 5)
-    kw.setdefault("log_poll_s", 0.05)
-    kw.setdefault("handle_sigterm", False)
-    result = launcher.launch(job, record, kube.api_client(), log_sink=lines.append, **kw)
-    return result, lines
-
-
-def wait_for(pred, timeout=10.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def in_thread(fn, *args, **kwargs):
@@ -271,40 +250,6 @@ def test_job_deleted_by_someone_else_fails(kube, tmp_path):
     t.join(20)
     assert isinstance(out.get("error"), launcher.MPIJobFailed)
     assert out["error"].reason == "Deleted"
-
-
-def launcher_process(kube, job_yaml: str, tmp_path) -> tuple[subprocess.Popen, Path, list]:
-    """``python -m kfp_gpu.mpi.launch.launcher`` on ``job_yaml`` against the double, as the
-    component's pod runs it; returns the process, its record path and the stdout lines
-    read so far (a reader thread keeps appending)."""
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(job_yaml)
-    record = tmp_path / "rec.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kfp_gpu.mpi.launch.launcher", "--job", str(job_file), "--record",
-         str(record), "--host", kube.host, "--backoff-initial", "0.01"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    seen: list[str] = []
-    threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
-                     daemon=True).start()
-    return proc, record, seen
-
-
-def cancel_while_running(kube, job_yaml: str, tmp_path) -> tuple[int, str]:
-    """Start the launcher, wait until it runs (record written, watching, the first log
-    line streamed), send SIGTERM as KFP's cancel does (it deletes the pod), and return
-    ``(exit status, stderr)``."""
-    proc, record, seen = launcher_process(kube, job_yaml, tmp_path)
-    try:
-        wait_for(lambda: record.exists() and kube.active_watches >= 1
-                 and "training step 1\n" in seen, timeout=60, what="launcher watching")
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        return proc.returncode, proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_sigterm_deletes_the_mpijob_foreground(kube, tmp_path):
@@ -536,19 +481,7 @@ def test_every_api_call_has_a_request_timeout(kube):
 
 
 # ---------------------------------------------------------------- issue 11 item 10: pending
-#: kube-scheduler v1.36.3's words for Workers asking more GPUs than any node has (read on
-#: the test control plane: tests/cluster/test_fidelity.py pins them)
-UNSCHEDULABLE = {"phase": "Pending", "conditions": [{
-    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-    "message": "0/7 nodes are available: 1 node(s) were unschedulable, 6 Insufficient "
-               "nvidia.com/gpu. no new claims to deallocate, preemption: 0/7 nodes are "
-               "available: 7 Preemption is not helpful for scheduling."}]}
-IMAGE_PULL = {"phase": "Pending",
-              "conditions": [{"type": "PodScheduled", "status": "True"}],
-              "containerStatuses": [{"name": "worker", "ready": False, "restartCount": 0,
-                                     "state": {"waiting": {
-                                         "reason": "ImagePullBackOff",
-                                         "message": 'Back-off pulling image "horovod:nope"'}}}]}
+# (the statuses: tests/doubles/pod_statuses.py)
 
 
 @pytest.mark.parametrize("status,events,expected", [

@@ -14,24 +14,14 @@ import pytest
 
 from kfp_gpu.mpi.launch import claims as launch_claims
 from kfp_gpu.mpi.launch import launcher
-from kfp_gpu.mpi.spec import claims, mpijob, options, trainjob
+from kfp_gpu.mpi.spec import claims
 from tests.doubles import k8s_resources
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.test_launcher import FAST, run, wait_for
+from tests.dra_jobs import make_job, make_trainjob
+from tests.launcher_runs import FAST, run
+from tests.waiting import wait_for
 
 RCT = "resourceclaimtemplates"
-
-
-def make_job(gpu: str = "dra:mig=1g.10gb", name: str = "resnet-dra-1") -> dict:
-    return mpijob.build(options.MPIJobOptions.from_settings(
-        name=name, namespace="ml", image="horovod:test", program=("kfp-gpu", "train-resnet"),
-        gpu=gpu, workers=2))
-
-
-def make_trainjob(gpu: str, name: str) -> dict:
-    return trainjob.build(options.MPIJobOptions.from_settings(
-        name=name, namespace="ml", image="horovod:test", program=("kfp-gpu", "train-resnet"),
-        gpu=gpu, workers=2))
 
 
 @pytest.fixture()

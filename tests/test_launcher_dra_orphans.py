@@ -15,10 +15,7 @@ The real API server, RBAC and garbage collector: tests/cluster/test_dra.py.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import socket
-from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -29,8 +26,10 @@ from kfp_gpu.mpi.launch import attach, jobs_api, launcher
 from kfp_gpu.mpi.launch import claims as launch_claims
 from kfp_gpu.mpi.spec import backends, claims, crd
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.test_launcher import FAST, run, wait_for
-from tests.test_launcher_dra import make_job, make_trainjob
+from tests.dra_jobs import make_job, make_trainjob
+from tests.launcher_runs import FAST, run
+from tests.template_timeouts import template_creates_time_out
+from tests.waiting import wait_for
 
 RCT = "resourceclaimtemplates"
 SHARED = claims.DRA_RUNTIME_TEMPLATE
@@ -124,52 +123,6 @@ def test_another_requests_template_appearing_after_the_check_deletes_the_job(
     kept = kube.get_object(RCT, "ml", "resnet-dra-1-gpu")
     assert kept["metadata"]["uid"] == theirs["metadata"]["uid"]  # never touched
     assert kube.count("DELETE", RCT) == 0 and kube.count("PATCH", RCT) == 0
-
-
-class BlackHole:
-    """A TCP port that takes connections and never answers: a request sent there ends in
-    urllib3's ``ReadTimeoutError`` after the client's read timeout (the kernel completes
-    the handshake for the listen backlog; nothing is ever read or written)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.host = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-@contextlib.contextmanager
-def template_creates_time_out(read_timeout_s: float = 0.2) -> Iterator[list]:
-    """Every POST of a ResourceClaimTemplate goes to a :class:`BlackHole` with a
-    ``read_timeout_s`` read timeout (a deliberate client timeout); every other request goes
-    where it went. The template is never created. Yields the list of POSTs sent there."""
-    from kubernetes import client
-
-    hole = BlackHole()
-    cfg = client.Configuration()
-    cfg.host = hole.host
-    silent = client.CustomObjectsApi(client.ApiClient(cfg))
-    real = jobs_api.MPIJobClient._call
-    sent: list = []
-
-    def create(*args, **kwargs):
-        sent.append(args)
-        return silent.create_namespaced_custom_object(*args, **kwargs)
-
-    def call(self, what, fn, *args, **kwargs):
-        if what == "create resourceclaimtemplate":
-            fn, kwargs["_request_timeout"] = create, (5, read_timeout_s)
-        return real(self, what, fn, *args, **kwargs)
-
-    jobs_api.MPIJobClient._call = call
-    try:
-        yield sent
-    finally:
-        jobs_api.MPIJobClient._call = real
-        hole.close()
 
 
 def test_a_template_create_that_times_out_deletes_the_job(kube, tmp_path):

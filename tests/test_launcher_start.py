@@ -96,3 +96,51 @@ def test_main_gives_up_with_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "launcher_start: no sshd on port " + proc.stderr.split("port ")[1].split(" ")[0]
         + " of 127.0.0.1 after 0.5 s; the Workers did not start (see their pods' events)"]
+
+
+def test_the_own_hostfile_name_is_waited_for_until_it_resolves_not_for_sshd():
+    """A TrainJob launcher is node 0 (Trainer v2.3.0 runLauncherAsNode writes its endpoint
+    into the hostfile) and runs no sshd: its own name only has to resolve before mpirun,
+    which otherwise takes it for a remote host (the real node's CI failure, 2026-11-28:
+    ``ssh: Could not resolve hostname tj-launcher-0-0.tj``). The DNS publishes the name on
+    the third poll here; the other node must still answer on sshd's port."""
+    assert ls.is_own("tj-launcher-0-0.tj", "tj-launcher-0-0")
+    assert ls.is_own("tj-launcher-0-0.tj.ns.svc", "tj-launcher-0-0.tj.ns.svc.cluster.local")
+    assert not ls.is_own("tj-node-0-0.tj", "tj-launcher-0-0")
+    assert not ls.is_own("tj-launcher-0-0.tj", "")
+    polls: list[str] = []
+
+    def resolve(host):
+        polls.append(host)
+        return len(polls) >= 3
+
+    probed: list[str] = []
+
+    def probe(host, port):
+        probed.append(host)
+        return host == "tj-node-0-0.tj"
+
+    names = ["tj-launcher-0-0.tj", "tj-node-0-0.tj"]
+    assert ls.wait_for(names, 2222, 60, hostname="tj-launcher-0-0", probe=probe,
+                       resolve=resolve, sleep=lambda s: None) == []
+    assert polls == ["tj-launcher-0-0.tj"] * 3 and probed == ["tj-node-0-0.tj"]
+    # never published: the own name is what is still waited for
+    assert ls.wait_for(names, 2222, 0, hostname="tj-launcher-0-0", probe=probe,
+                       resolve=lambda h: False) == ["tj-launcher-0-0.tj"]
+
+
+def test_main_names_an_own_name_that_never_resolves(tmp_path):
+    """The process as the TrainJob launcher runs it: its own entry under a subdomain that
+    cannot resolve (RFC 6761 ``.invalid``) -> exit 1, one line saying so, no mpirun."""
+    hostfile = tmp_path / "hostfile"
+    own = f"{socket.gethostname().split('.')[0]}.tj.invalid"
+    hostfile.write_text(f"{own} slots=1\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kfp_gpu.training.launcher_start", "--hostfile", str(hostfile),
+         "--port", str(free_port()), "--timeout", "0.5", "--", "echo", "mpirun ran"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "mpirun ran" not in proc.stdout
+    expected = (f"launcher_start: this host's name {own} does not resolve after 0.5 s; the "
+                "cluster DNS does not publish the job's headless Service (see the Service "
+                "and the DNS pods)")
+    assert proc.stderr.strip().splitlines() == [expected]

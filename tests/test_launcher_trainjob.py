@@ -17,7 +17,8 @@ from kfp_gpu.mpi.launch.metrics import metrics_from_log
 from kfp_gpu.mpi.spec import backends, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.test_launcher import FAST, cancel_while_running, run, wait_for
+from tests.launcher_runs import FAST, cancel_while_running, run
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINJOBS = "/trainjobs"
@@ -161,7 +162,7 @@ def test_e2e_real_cluster_trainjob(tmp_path):
 def test_a_trainjob_whose_nodes_never_start_is_deleted_with_the_reason(kube, tmp_path):
     """Issue 11 item 10 for the TrainJob: its pods are found by JobSet's label, and
     ``jobsStatus.active`` (pending pods count) does not count as started."""
-    from tests.test_launcher import UNSCHEDULABLE
+    from tests.doubles.pod_statuses import UNSCHEDULABLE
 
     kube.controller = ScriptedController(outcome="Succeeded", pending=UNSCHEDULABLE)
     with pytest.raises(launcher.PendingTimeout) as e:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -25,11 +24,10 @@ import pytest
 import yaml
 
 from kfp_gpu import gpu
+from tests.kustomize import MANIFESTS, OVERLAYS, kubectl
 
 ROOT = Path(__file__).resolve().parents[1]
-MANIFESTS = ROOT / "manifests"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
-OVERLAYS = ["device-plugin", "rdma", "rbac", "examples/metagpu", "examples/hami", "cluster"]
 K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 CRD_SCHEMAS = {
     ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"):
@@ -48,17 +46,9 @@ LAUNCHER_RULES = {
 }
 
 
-def _kubectl() -> str:
-    exe = os.environ.get("KUBECTL") or shutil.which("kubectl")
-    if not exe:
-        pytest.fail("kubectl not found: install Debian's kubernetes-client "
-                    "(apt-get install -y kubernetes-client) or set KUBECTL")
-    return exe
-
-
 @cache
 def render(overlay: str) -> tuple:
-    result = subprocess.run([_kubectl(), "kustomize", str(MANIFESTS / overlay)],
+    result = subprocess.run([kubectl(), "kustomize", str(MANIFESTS / overlay)],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, f"kubectl kustomize {overlay} failed:\n{result.stderr}"
     docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
@@ -212,7 +202,7 @@ def test_rbac_binds_kfp_runner_accounts_in_the_chosen_namespace(tmp_path):
         shutil.copytree(MANIFESTS / "rbac", d)
         k = d / "kustomization.yaml"
         k.write_text(k.read_text().replace("namespace: kubeflow", f"namespace: {ns}", 1))
-        result = subprocess.run([_kubectl(), "kustomize", str(d)], capture_output=True,
+        result = subprocess.run([kubectl(), "kustomize", str(d)], capture_output=True,
                                 text=True, timeout=120, check=True)
         (rb,) = [o for o in yaml.safe_load_all(result.stdout) if o and o["kind"] == "RoleBinding"]
         assert rb["metadata"]["namespace"] == ns

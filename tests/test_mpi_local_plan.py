@@ -19,18 +19,9 @@ from kfp_gpu.mpi.local import plan as lp
 from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.local import status as local_status
 from kfp_gpu.mpi.local import workspace as lw
-from kfp_gpu.mpi.spec import mpijob, ssh, volumes
+from kfp_gpu.mpi.spec import mpijob, ssh
 from kfp_gpu.mpi.spec.options import MPIJobOptions
-
-PROGRAM = ("kfp-gpu", "train-resnet", "--mode", "train")
-
-
-#: The options the planner tests build from (also tests/test_mpi_local_plan_trainjob.py).
-SETTINGS = {"name": "resnet-ab12", "namespace": "ml", "image": "reg.test/horovod:1",
-            "program": PROGRAM, "workers": 3, "gpu": "gpu:2", "rdma": True, "shm_size": "2Gi",
-            "fs_group": 1000,
-            "volumes": (volumes.PvcMount("shared", "/mnt/shared"),
-                        volumes.PvcMount("data", "/data", read_only=True, sub_path="fm"))}
+from tests.mpijob_options import SETTINGS
 
 
 def built(**kw) -> dict:

@@ -22,7 +22,7 @@ from kfp_gpu.compiler import compile as comp
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, mpijob, trainjob
 from kfp_gpu.release import images
-from tests.test_trainer_runtime import _kustomize
+from tests.kustomize import kustomize
 
 REGISTRY = "registry.example.com/ml"
 HOROVOD = f"{REGISTRY}/kfp-gpu-horovod:{__version__}"
@@ -120,7 +120,7 @@ def test_the_horovod_image_is_a_compiled_constant_and_reaches_launcher_and_worke
 
 def test_the_trainjob_and_the_runtime_written_beside_it_use_the_registry():
     root = compiled()
-    (runtime,) = _kustomize(root / "manifests" / "trainer")
+    (runtime,) = kustomize(root / "manifests" / "trainer")
     node_images = [c["image"] for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
                    for c in r["template"]["spec"]["template"]["spec"]["containers"]]
     assert node_images == [HOROVOD, HOROVOD]
@@ -131,7 +131,7 @@ def test_the_trainjob_and_the_runtime_written_beside_it_use_the_registry():
     assert job["spec"]["trainer"]["image"] == HOROVOD
     trainjob.check_runtime_image(job, runtime)  # launcher and nodes: the same image
     # ... which the checked-in runtime (the default registry) is not
-    (default_runtime,) = _kustomize(comp.repository_root() / "manifests" / "trainer")
+    (default_runtime,) = kustomize(comp.repository_root() / "manifests" / "trainer")
     with pytest.raises(ValueError, match="issue 2825"):
         trainjob.check_runtime_image(job, default_runtime)
     # comments and everything but the images are kept

@@ -6,37 +6,25 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 
 import kubernetes_validate
-import pytest
 import yaml
 
 from kfp_gpu.mpi.spec import ssh as mj
 from kfp_gpu.release import images
 from tests import upstream_crds
+from tests.kustomize import kustomize
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINER_DIR = ROOT / "manifests" / "trainer"
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 
 
-def _kustomize(path: Path) -> list[dict]:
-    exe = os.environ.get("KUBECTL") or shutil.which("kubectl")
-    if not exe:
-        pytest.fail("kubectl not found: install kubernetes-client or set KUBECTL")
-    out = subprocess.run([exe, "kustomize", str(path)], capture_output=True, text=True,
-                         timeout=120, check=False)
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
 @cache
 def runtime() -> dict:
-    docs = _kustomize(TRAINER_DIR)
+    docs = kustomize(TRAINER_DIR)
     assert [(d["apiVersion"], d["kind"]) for d in docs] == [
         ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime")]
     return docs[0]
@@ -110,7 +98,7 @@ def test_another_registry_is_one_kustomize_images_entry(tmp_path):
         "bases": [os.path.relpath(TRAINER_DIR, overlay)],  # kustomize v2 (kubectl 1.20) too
         "images": [{"name": "ghcr.io/kfp-gpu/kfp-gpu-horovod",
                     "newName": "registry.example.com/ml/kfp-gpu-horovod"}]}))
-    (doc,) = _kustomize(overlay)
+    (doc,) = kustomize(overlay)
     found = [c["image"] for r in doc["spec"]["template"]["spec"]["replicatedJobs"]
              for c in r["template"]["spec"]["template"]["spec"]["containers"]]
     assert found == ["registry.example.com/ml/kfp-gpu-horovod:0.1.0"] * 2

@@ -22,33 +22,11 @@ from kfp_gpu.mpi.spec import mpijob, network, ssh, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from kfp_gpu.mpi.spec.volumes import PvcMount
 from tests import upstream_crds
-from tests.test_mpijob import REQUESTS, every_option, golden_options, options
+from tests.merge_patch import smp
+from tests.mpijob_options import REQUESTS, every_option, golden_options, options
 
 RUNTIME = yaml.safe_load((Path(__file__).resolve().parents[1] / "manifests" / "trainer"
                           / "horovod-runtime.yaml").read_text())
-MERGE_KEYS = {"containers": "name", "volumes": "name", "env": "name",
-              "volumeMounts": "name", "replicatedJobs": "name"}
-
-
-def smp(base, patch, key: str = ""):
-    """Strategic merge patch as the core types declare it: maps merge, lists with a
-    patchMergeKey (containers, volumes, env, volumeMounts) merge by it, others replace."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for k, v in patch.items():
-            out[k] = smp(base.get(k), v, k) if k in base else copy.deepcopy(v)
-        return out
-    if isinstance(base, list) and isinstance(patch, list) and key in MERGE_KEYS:
-        mk = MERGE_KEYS[key]
-        out = [copy.deepcopy(b) for b in base]
-        for item in patch:
-            idx = next((i for i, b in enumerate(out) if b.get(mk) == item.get(mk)), None)
-            if idx is None:
-                out.append(copy.deepcopy(item))
-            else:
-                out[idx] = smp(out[idx], item)
-        return out
-    return copy.deepcopy(patch)
 
 
 def effective_pod(job: dict, rjob: str) -> dict:
@@ -89,12 +67,12 @@ def test_every_request_kind_validates_and_matches_the_mpijob(kind, rdma):
     assert trainer["numNodes"] == 2 and trainer["numProcPerNode"] == opts.slots()
     launcher = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
         "containers"][0]["command"]
-    mpirun = launcher[launcher.index("--") + 1:]
-    # the MPIJob Launcher's mpirun (without its wait for the Workers' sshd: JobSet's
-    # dependsOn does that here); with RDMA through the Worker's memlock check, since
-    # the TrainJob launcher is node 0 and hosts ranks
+    wait, mpirun = launcher[:launcher.index("--") + 1], launcher[launcher.index("--") + 1:]
+    # the MPIJob Launcher's wait (here for the other nodes' sshd and its own hostfile name
+    # to resolve), then its mpirun; with RDMA through the Worker's memlock check, since the
+    # TrainJob launcher is node 0 and hosts ranks
     start = [ssh.IMAGE_PYTHON, "-m", "kfp_gpu.training.worker_start"] if rdma else []
-    assert trainer["command"] == [*start, *mpirun]
+    assert trainer["command"] == [*wait, *start, *mpirun]
     for rjob in ("node", "launcher"):
         pod = effective_pod(job, rjob)
         validate_pod(pod)

@@ -17,6 +17,18 @@ headless Service publishes ready addresses only, ``newJobService`` with
 probe is sshd's port, :func:`kfp_gpu.mpi.spec.mpijob.sshd_readiness_probe`), and then
 replaces itself with the command, which keeps the Launcher's signals and exit code.
 
+A TrainJob's launcher is also a rank host: Kubeflow Trainer v2.3.0 writes the launcher's
+own endpoint into the hostfile when the runtime has ``runLauncherAsNode``
+(``pkg/runtime/framework/plugins/mpi/mpi.go`` ``buildHostFileConfigMap``; on
+``kfp-gpu-horovod``, manifests/trainer). Its own name runs no sshd, but mpirun must still
+resolve it to see that the host is local (``OMPI_MCA_orte_keep_fqdn_hostnames``, set by the
+same plugin, keeps the FQDN); the JobSet headless Service publishes it only once the
+endpoints controller and the cluster DNS have caught up (sigs.k8s.io/jobset v0.12.0
+``pkg/controllers/jobset_controller.go``, ``PublishNotReadyAddresses`` true). On a real node
+under load mpirun started first and failed ``ssh: Could not resolve hostname
+<job>-launcher-0-0.<job>``. So the host's own name (first label equal to this pod's host
+name) is waited for until it resolves; every other host until its sshd answers.
+
 Exit code 1 with one line naming the hosts that never answered within ``--timeout``.
 """
 
@@ -54,16 +66,36 @@ def answers(host: str, port: int, timeout_s: float = 2.0) -> bool:
         return False
 
 
+def resolves(host: str) -> bool:
+    """True if ``host`` resolves to an address (the cluster DNS publishes it)."""
+    try:
+        return bool(socket.getaddrinfo(host, None))
+    except OSError:
+        return False
+
+
+def is_own(host: str, hostname: str) -> bool:
+    """True if hostfile entry ``host`` names this pod: its first DNS label equals the first
+    label of ``hostname`` (a pod's host name is its name's first label; the hostfile adds
+    the subdomain, e.g. ``job-launcher-0-0.job``)."""
+    return bool(hostname) and host.split(".", 1)[0] == hostname.split(".", 1)[0]
+
+
 def wait_for(names: Sequence[str], port: int, timeout_s: float, *, poll_s: float = 2.0,
              probe: Callable[[str, int], bool] = answers,
+             resolve: Callable[[str], bool] = resolves, hostname: str = "",
              clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep) -> list[str]:
-    """Poll until every host answers on ``port``; returns the hosts still silent after
+    """Poll until every host answers on ``port`` -- the entry naming ``hostname`` itself
+    (:func:`is_own`) until it only resolves; returns the hosts still silent after
     ``timeout_s`` seconds ([] = all answered)."""
+    def ready(h: str) -> bool:
+        return resolve(h) if is_own(h, hostname) else probe(h, port)
+
     waiting = list(names)
     end = clock() + timeout_s
     while waiting:
-        waiting = [h for h in waiting if not probe(h, port)]
+        waiting = [h for h in waiting if not ready(h)]
         if not waiting or clock() >= end:
             break
         sleep(poll_s)
@@ -89,14 +121,24 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     t0 = time.monotonic()
-    silent = wait_for(names, args.port, args.timeout)
+    me = socket.gethostname()
+    silent = wait_for(names, args.port, args.timeout, hostname=me)
+    own = [h for h in names if is_own(h, me)]
     if silent:
-        print(f"launcher_start: no sshd on port {args.port} of {', '.join(silent)} after "
-              f"{args.timeout:g} s; the Workers did not start (see their pods' events)",
-              file=sys.stderr)
+        mine = [h for h in silent if h in own]
+        others = [h for h in silent if h not in own]
+        if others:
+            print(f"launcher_start: no sshd on port {args.port} of {', '.join(others)} after "
+                  f"{args.timeout:g} s; the Workers did not start (see their pods' events)",
+                  file=sys.stderr)
+        if mine:
+            print(f"launcher_start: this host's name {mine[0]} does not resolve after "
+                  f"{args.timeout:g} s; the cluster DNS does not publish the job's headless "
+                  "Service (see the Service and the DNS pods)", file=sys.stderr)
         return 1
-    print(f"launcher_start: {len(names)} Worker(s) answer on port {args.port} after "
-          f"{time.monotonic() - t0:.0f} s", flush=True)
+    mine = f", this host's name {own[0]} resolves," if own else ""
+    print(f"launcher_start: {len(names) - len(own)} Worker(s) answer on port {args.port}"
+          f"{mine} after {time.monotonic() - t0:.0f} s", flush=True)
     os.execvp(command[0], command)
     return 0  # not reached
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from testcluster import controlplane
-from tests.cluster import kube
+from tests.cluster import kube, objects
 from tests.containers.conftest import docker_client, image, in_ci, mark_under  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
@@ -117,6 +117,25 @@ def tier2(plane):
         unavailable(str(e), "tier2")
     operators.start_tier2(plane)
     return plane
+
+
+@pytest.fixture(scope="session")
+def trainer_crds(plane) -> str:
+    """Trainer v2.3.0's CRDs (schema only; the controller is tier 2) and the project's
+    ClusterTrainingRuntime (:func:`tests.cluster.objects.install_trainer_runtime`): what a
+    TrainJob needs to be accepted on any plane, with or without Trainer's webhook (``make
+    cluster-up`` runs it); returns the runtime's name."""
+    from testcluster import modules
+
+    plane.apply(modules.crds("trainer"))
+    return objects.install_trainer_runtime(plane)
+
+
+@pytest.fixture(scope="session")
+def trainer_runtime(tier2) -> str:
+    """Tier 2 (JobSet, Trainer) running and the project's ClusterTrainingRuntime
+    (manifests/trainer) applied; returns its name."""
+    return objects.install_trainer_runtime(tier2)
 
 
 @pytest.fixture(scope="session")

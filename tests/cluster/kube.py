@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TypeVar
+
+from tests import waiting
 
 T = TypeVar("T")
 
@@ -37,15 +38,9 @@ def delete_namespace(api, ns: str) -> None:
 
 def wait_for(fn: Callable[[], T], timeout: float = 60.0, what: str = "condition",
              interval: float = 0.3) -> T:
-    """Call ``fn`` until it returns something truthy; return that, or raise after timeout."""
-    end = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+    """:func:`tests.waiting.wait_for` at the plane's pace (60 s, every 0.3 s): call ``fn``
+    until it returns something truthy; return that, or raise after timeout."""
+    return waiting.wait_for(fn, timeout, what, interval)
 
 
 def pods(api, ns: str, selector: str = "") -> list:

@@ -16,29 +16,9 @@ import pytest
 import yaml
 
 from kfp_gpu.mpi.spec import mpijob, trainjob
-from testcluster import modules
-from tests.test_manifests import MANIFESTS, OVERLAYS
-from tests.test_mpijob import REQUESTS, every_option
-
-
-def server_apply(plane, docs: list[dict], ns: str | None = None, dry_run: bool = True):
-    args = ["apply", "--server-side", "--validate=strict", "--field-manager=kfp-gpu",
-            "-f", "-", "-o", "name"]
-    if dry_run:
-        args.append("--dry-run=server")
-    if ns:
-        args += ["-n", ns]
-    return plane.kubectl(*args, input=yaml.safe_dump_all(docs), check=False)
-
-
-def job_options(ns: str, kind: str, rdma: bool):
-    return every_option(kind, rdma, namespace=ns)
-
-
-@pytest.fixture(scope="module")
-def trainer_crds(plane):
-    """Trainer v2.3.0's CRDs (schema only; the controller is tier 2)."""
-    plane.apply(modules.crds("trainer"))
+from tests.cluster.objects import MANIFESTS, job_options, server_apply
+from tests.kustomize import OVERLAYS
+from tests.mpijob_options import REQUESTS
 
 
 @pytest.mark.parametrize("rdma", [True, False], ids=["rdma", "no-rdma"])

@@ -7,21 +7,14 @@ request fits. Kueue's half (a ``kueue_queue`` pipeline) is in test_kueue.py.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from kfp_gpu.cluster.doctor import Needs, build_report, gather
 from kfp_gpu.cluster.doctor.model import ClusterFacts, OperatorFacts
-from tests.cluster.test_rbac import SA, install_rbac
+from tests.cluster.access import SA, install_rbac
+from tests.cluster.doctor_cli import doctor
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def doctor(plane, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kfp_gpu.cli", "doctor", "--kubeconfig",
-                           str(plane.kubeconfig), *args], capture_output=True, text=True,
-                          timeout=120, check=False)
 
 
 def test_doctor_says_ok_where_everything_is_there(plane, api, namespace):

@@ -60,15 +60,11 @@ from kfp_gpu.mpi.launch.records import PendingTimeout
 from kfp_gpu.mpi.spec import backends, claims, mpijob, trainjob
 from testcluster import nodes
 from tests.cluster import jobs, kube
-from tests.cluster.test_api_accepts import (  # noqa: F401 - trainer_crds: a fixture
-    job_options,
-    server_apply,
-    trainer_crds,
-)
-from tests.cluster.test_rbac import SA, install_rbac, sa_client
+from tests.cluster.access import SA, install_rbac, sa_client
+from tests.cluster.doctor_cli import doctor
+from tests.cluster.objects import MANIFESTS, job_options, server_apply
 from tests.doubles import nvidia_dra
-from tests.test_launcher_dra_orphans import template_creates_time_out
-from tests.test_manifests import MANIFESTS
+from tests.template_timeouts import template_creates_time_out
 
 DRA_NODES = {"dra-h100-01": nvidia_dra.h100_node_slice,
              "dra-h100-mig-01": nvidia_dra.mig_node_slice}
@@ -247,9 +243,6 @@ def test_trainjob_nodes_claim_mig_devices_through_the_dra_runtime(tier2, api, na
 def test_doctor_reads_the_real_slices(plane, api, namespace, dra_cluster):
     """kfp-gpu doctor on the real API server: resource.k8s.io/v1 served, the DeviceClasses,
     the driver's slices per node, and where a claim fits."""
-    from tests.cluster.test_doctor import doctor
-    from tests.cluster.test_rbac import SA, install_rbac
-
     install_rbac(plane, namespace)
     r = doctor(plane, "--namespace", namespace, "--service-account", SA,
                "--gpu", "dra:mig=1g.10gb")
@@ -264,7 +257,7 @@ def test_doctor_reads_the_real_slices(plane, api, namespace, dra_cluster):
 
 @pytest.mark.parametrize("form", FORMS)
 def test_every_dra_object_is_accepted_with_its_cel_compiled(plane, namespace,
-                                                            trainer_crds, form):  # noqa: F811
+                                                            trainer_crds, form):
     """Server-side apply, strict, dry run: the claim template (kube-apiserver compiles its
     CEL selectors: k8s.io/dynamic-resource-allocation v0.36.3 cel), the MPIJob whose
     Workers claim from it, the TrainJob on the DRA runtime."""
@@ -284,7 +277,7 @@ def test_a_cel_typo_is_refused_by_the_api_server(plane, namespace):
     assert r.returncode != 0 and "undeclared reference to 'containz'" in r.stderr
 
 
-def test_the_dra_runtime_and_the_shipped_objects_are_accepted(plane, trainer_crds):  # noqa: F811
+def test_the_dra_runtime_and_the_shipped_objects_are_accepted(plane, trainer_crds):
     docs = [d for d in yaml.safe_load_all(plane.kubectl(
         "kustomize", str(MANIFESTS / "trainer-dra")).stdout) if d]
     docs += [*nvidia_dra.device_classes(), *(make(n) for n, make in DRA_NODES.items())]

@@ -24,13 +24,13 @@ from kfp_gpu.mpi.local import plan_trainjob
 from kfp_gpu.mpi.local import status as local_status
 from kfp_gpu.mpi.spec import backends
 from tests.cluster import jobs, kube
-from tests.cluster.test_rbac import sa_client
+from tests.cluster.access import sa_client
+from tests.cluster.objects import MANIFESTS
 from tests.doubles import k8s_fields
 from tests.doubles.k8s_api import FakeKube
 from tests.doubles.k8s_cluster import FakeCluster
 from tests.doubles.k8s_resources import OPERATORS, ScriptedController
-from tests.test_launcher import UNSCHEDULABLE
-from tests.test_manifests import MANIFESTS
+from tests.doubles.pod_statuses import UNSCHEDULABLE
 
 G, V, P = "kubeflow.org", "v2beta1", "mpijobs"
 
@@ -210,7 +210,7 @@ def test_refusals_read_as_the_doctor_double(plane, api, namespace, tmp_path):
 
 def test_the_schedulers_words_are_the_doubles(plane, api, namespace):
     """A pod asking 64 GPUs: kube-scheduler's PodScheduled message has the shape the API
-    double serves (tests/test_launcher.py UNSCHEDULABLE), node counts aside."""
+    double serves (tests/doubles/pod_statuses.py UNSCHEDULABLE), node counts aside."""
     custom = kube.custom(api)
     # Only a DeviceClass mapping an extended resource to DRA (KEP-5004
     # spec.extendedResourceName) changes the answer; the real node's gpu.example.com

@@ -35,7 +35,8 @@ import pytest
 
 from kfp_gpu.mpi.spec import backends
 from tests.cluster import jobs, kube
-from tests.cluster.test_trainjob import runtime  # noqa: F401 - fixture
+from tests.cluster.access import SA, install_rbac
+from tests.cluster.doctor_cli import doctor
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE = "q"
@@ -194,7 +195,7 @@ def test_a_job_in_a_missing_local_queue_is_never_admitted(kueue, api, namespace,
 
 def queued_pipeline_file(tmp_path) -> str:
     """A compiled pipeline whose train_resnet_horovod task queues in LocalQueue ``q``."""
-    from tests.test_doctor_kueue import queued_pipeline
+    from tests.kueue_pipeline import queued_pipeline
 
     queued_pipeline(tmp_path / "queued.yaml", default=QUEUE, constant="")
     return str(tmp_path / "queued.yaml")
@@ -204,9 +205,6 @@ def test_doctor_finds_the_local_queue(kueue, plane, api, namespace, tmp_path):
     """(g, Kueue half) doctor --pipeline on a ``kueue_queue`` pipeline: Kueue's CRD served
     and LocalQueue q Active in the namespace (localqueue_controller.go sets ``Active``):
     nothing to fix."""
-    from tests.cluster.test_doctor import doctor
-    from tests.cluster.test_rbac import SA, install_rbac
-
     flavor, cq = create_queues(api, namespace, gpus=2)
     try:
         install_rbac(plane, namespace)
@@ -224,9 +222,6 @@ def test_doctor_names_a_missing_local_queue(kueue, plane, api, namespace, tmp_pa
     """The same pipeline in a namespace without LocalQueue q: exit 1, the problem names the
     queue and the namespace (Kueue would never admit the job:
     test_a_job_in_a_missing_local_queue_is_never_admitted)."""
-    from tests.cluster.test_doctor import doctor
-    from tests.cluster.test_rbac import SA, install_rbac
-
     install_rbac(plane, namespace)
     r = doctor(plane, "--namespace", namespace, "--service-account", SA, "--pipeline",
                queued_pipeline_file(tmp_path))
@@ -238,9 +233,9 @@ def test_doctor_names_a_missing_local_queue(kueue, plane, api, namespace, tmp_pa
                         "a ClusterQueue")], r.stdout
 
 
-def test_a_queued_trainjob_runs_when_the_cluster_queue_gets_quota(kueue, tier2, runtime,  # noqa: F811
-                                                                   api, namespace, tmp_path,
-                                                                   caplog):
+def test_a_queued_trainjob_runs_when_the_cluster_queue_gets_quota(kueue, tier2,
+                                                                   trainer_runtime, api,
+                                                                   namespace, tmp_path, caplog):
     """The trainjob backend with ``kueue_queue`` (Kueue's TrainJob integration,
     pkg/controller/jobs/trainjob/trainjob_controller.go, enabled as
     ``trainer.kubeflow.org/trainjob``): created with ``spec.suspend`` true, it waits while

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.cluster import jobs, kube
-from tests.cluster.test_rbac import SA, install_rbac
+from tests.cluster.access import SA, install_rbac
 from tests.containers.engine import LABEL
 
 pytestmark = pytest.mark.container

@@ -170,6 +170,28 @@ def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, 
     assert left() == [("launcher", node_config.NODE_NAME, "Succeeded")]
 
 
+def test_trainjob_resnet_runs_on_real_pods(real_node, trainer_runtime, api, namespace,
+                                           node_image, pvs, shared_data, tmp_path):
+    """The same training through the TrainJob backend: Trainer v2.3.0 makes a JobSet
+    (replicated jobs ``node`` and ``launcher``, runLauncherAsNode), JobSet v0.12.0 its Jobs,
+    the real node runs the pods, and the TrainJob ends Complete. The launcher is node 0 and
+    its own name is in the hostfile: launcher_start waits until the cluster DNS resolves it
+    before mpirun (without the wait, CI's load once had mpirun fail ``ssh: Could not
+    resolve hostname <job>-launcher-0-0.<job>``)."""
+    name = f"resnet-tj-{uuid.uuid4().hex[:5]}"
+    job = resnet_job(namespace, name, node_image("horovod"), backend=backends.TRAINJOB)
+    assert job["spec"]["runtimeRef"]["name"] == trainer_runtime
+    m, lines, _ = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
+    assert any(ln.startswith("launcher_start: 1 Worker(s) answer on port 2222, this host's "
+                             f"name {name}-launcher-0-0.{name} resolves,") for ln in lines), \
+        "\n".join(lines[:20])
+    assert len({r["host"] for r in m["ranks"]}) == 2  # one rank per node pod
+    tj = kube.get_custom(api, "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", name)
+    assert kube.conditions(tj)["Complete"]["status"] == "True"
+    pods = kube.pods(api, namespace, f"jobset.sigs.k8s.io/jobset-name={name}")
+    assert pods and {p.spec.node_name for p in pods} == {node_config.NODE_NAME}
+
+
 @pytest.mark.parametrize("name", ["horovod", "launcher", "trainer"])
 def test_images_run_under_psa_restricted(real_node, api, node_image, name, request):
     """Each image as a pod in a namespace enforcing PSA ``restricted``: admitted (runAsNonRoot,
@@ -292,7 +314,7 @@ def test_the_launcher_as_a_real_pod_owns_its_job_and_gc_cleans_up(real_node, api
     the real garbage collector, which removes the MPIJob and every pod of it."""
     from kubernetes import client
 
-    from tests.cluster.test_rbac import install_rbac
+    from tests.cluster.access import install_rbac
 
     core = client.CoreV1Api(api)
     install_rbac(real_node, namespace)

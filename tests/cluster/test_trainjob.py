@@ -19,28 +19,18 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from kfp_gpu.mpi.launch.records import MPIJobFailed
 from kfp_gpu.mpi.spec import backends
 from tests.cluster import jobs, kube
-from tests.test_manifests import MANIFESTS
-
-
-@pytest.fixture(scope="module")
-def runtime(tier2):
-    docs = [d for d in yaml.safe_load_all(tier2.kubectl("kustomize",
-                                                        str(MANIFESTS / "trainer")).stdout) if d]
-    tier2.apply(docs)
-    return docs[0]["metadata"]["name"]
 
 
 @pytest.mark.parametrize("outcome", ["succeed", "fail"])
-def test_trainjob_through_trainer_and_jobset(tier2, api, namespace, tmp_path, runtime,
+def test_trainjob_through_trainer_and_jobset(tier2, api, namespace, tmp_path, trainer_runtime,
                                              outcome):
     name = "resnet-tj"
     job = jobs.component_job(namespace, name, workers=2, backend=backends.TRAINJOB)
-    assert job["spec"]["runtimeRef"]["name"] == runtime
+    assert job["spec"]["runtimeRef"]["name"] == trainer_runtime
     run = jobs.Launch(api, job, tmp_path / "record.json")
     run.start()
     pod = jobs.launcher_pod(api, namespace, name, backend=backends.TRAINJOB)

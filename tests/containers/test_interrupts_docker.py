@@ -19,7 +19,7 @@ from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.containers.engine import unique
-from tests.test_interrupts import _wait_for
+from tests.waiting import wait_for_line
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600)]
 
@@ -51,7 +51,7 @@ def test_runner_docker_sigterm_removes_the_task_container(docker_engine, image, 
         cwd=tmp_path, env={**os.environ, "KFP_GPU_DATA_DIR": str(shared_data)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        seen = _wait_for(proc, "[train-text-classifier] started")
+        seen = wait_for_line(proc, "[train-text-classifier] started")
         deadline = time.monotonic() + 60
         while not _run_containers(docker_engine, proc.pid):  # the task's container is up
             assert time.monotonic() < deadline, seen
@@ -84,7 +84,7 @@ def test_run_local_signal_removes_the_job(docker_engine, horovod_image, tmp_path
     proc = subprocess.Popen([KFP_GPU, "mpijob", "run-local", str(f), "--image", horovod_image],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        seen = _wait_for(proc, "up")  # rank output: the Launcher's mpirun started the program
+        seen = wait_for_line(proc, "up")  # rank output: the Launcher's mpirun started the program
     except BaseException:
         proc.kill()
         raise

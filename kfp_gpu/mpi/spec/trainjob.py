@@ -310,17 +310,16 @@ def build(opts: MPIJobOptions, runtime: str = DEFAULT_RUNTIME, *,
 
 
 def launcher_command(opts: MPIJobOptions) -> list[str]:
-    """``trainer.command``: the MPIJob Launcher's ``mpirun`` line
-    (:func:`kfp_gpu.mpi.spec.mpijob.mpirun_line`); with RDMA started through
-    :mod:`kfp_gpu.training.worker_start` (``IMAGE_PYTHON -m kfp_gpu.training.worker_start
-    mpirun ...``), because here the launcher pod is node 0 and hosts ranks too, so it needs
-    the same memlock check as the other nodes before NCCL registers memory. No
-    ``launcher_start`` wait (the MPIJob's): the launcher job ``dependsOn`` the node job's
-    Ready (manifests/trainer), and its own host, in the hostfile, runs no sshd."""
+    """``trainer.command``: as the MPIJob Launcher, :mod:`kfp_gpu.training.launcher_start`
+    then ``mpirun``; with RDMA mpirun runs through :mod:`kfp_gpu.training.worker_start`, as
+    this launcher pod is node 0 and hosts ranks, so it needs the nodes' memlock check.
+    ``dependsOn`` (manifests/trainer) waits for the nodes' Ready, but mpirun takes its own
+    hostfile name for a remote host until the cluster DNS resolves it (``ssh: Could not
+    resolve hostname <job>-launcher-0-0.<job>`` on a real node): launcher_start waits."""
     cmd = mpijob.mpirun_line(opts)
     if opts.network.rdma:
-        return [ssh.IMAGE_PYTHON, *ssh.WORKER_START, *cmd]
-    return cmd
+        cmd = [ssh.IMAGE_PYTHON, *ssh.WORKER_START, *cmd]
+    return [ssh.IMAGE_PYTHON, *mpijob.LAUNCHER_START, "--port", str(ssh.SSH_PORT), "--", *cmd]
 
 
 def runtime_node_image(runtime: Mapping) -> str | None:
