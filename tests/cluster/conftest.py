@@ -9,7 +9,9 @@ reason, and with ``CI=true`` they fail instead (CI builds them first).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +108,26 @@ def namespace(plane, api, request) -> Iterator[str]:
     kube.delete_namespace(api, ns)
 
 
+@pytest.fixture(autouse=True)
+def stop_launches(request) -> Iterator[None]:
+    """After each cluster test, every :class:`tests.cluster.jobs.Launch` it left running
+    (a failed assertion before its ``outcome``) is stopped: its job deleted, its thread
+    joined, so no launcher thread outlives its test (one test scans the process's
+    threads). A Launch that will not stop fails the test's teardown."""
+    from tests.cluster import jobs
+
+    before = set(jobs.LIVE)
+    yield
+    left = [t for t in jobs.LIVE - before if t.is_alive()]
+    if not left:
+        jobs.LIVE.difference_update(jobs.LIVE - before)
+        return
+    admin = request.getfixturevalue("api")
+    stuck = [t.job["metadata"]["name"] for t in left if not t.stop(admin)]
+    jobs.LIVE.difference_update(jobs.LIVE - before)
+    assert not stuck, f"launcher threads still running after their job was deleted: {stuck}"
+
+
 @pytest.fixture(scope="session")
 def tier2(plane):
     """The plane with JobSet v0.12.0 and Trainer v2.3.0 running (started once, on demand)."""
@@ -166,11 +188,16 @@ def real_node(plane) -> controlplane.Plane:
     return plane
 
 
+#: The images the real-pod tests run, in the order they first need them.
+NODE_IMAGES = ("horovod", "launcher", "trainer")
+
+
 @pytest.fixture(scope="session")
 def node_image(real_node, docker_client, image):  # noqa: F811 - the imported fixtures
     """``node_image(name)`` -> the ref of built image ``name`` (horovod, launcher,
     trainer), copied from the Docker engine into the real node's containerd on first use
-    (``docker save`` | ``ctr images import``: no registry)."""
+    (``docker save`` | ``ctr images import``: no registry). A copy the session started in
+    the background (:func:`_preload_node_images`) is waited for, not repeated."""
     from testcluster import node
 
     done: dict[str, str] = {}
@@ -178,9 +205,57 @@ def node_image(real_node, docker_client, image):  # noqa: F811 - the imported fi
     def _get(name: str) -> str:
         if name not in done:
             ref = image(name)
+            copied = _PRELOAD.get(name)
+            if copied is not None:
+                copied.wait()
             if ref not in node.node_images(real_node):
                 node.import_images(real_node, [ref], docker_client)
             done[name] = ref
         return done[name]
 
     return _get
+
+
+#: name -> set when the session's background copy of that image into the node has ended.
+_PRELOAD: dict[str, threading.Event] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _preload_node_images(request) -> None:
+    """When the session selected real-pod tests (marker ``node``), bring up the real node
+    at the first cluster test and copy the three images into its containerd in a
+    background thread, one after the other in the order the tests need them: the copies
+    (about 3 minutes on 2 cores, mostly the trainer's and horovod's 2 GB each) then overlap
+    the kwok-node tests that run first instead of holding up the first real pod. Where the
+    node or the images are unavailable nothing is started here; the tests that need them
+    skip or fail by their own fixtures' rule, and a copy that failed here is made again
+    (and its error reported) by :func:`node_image`."""
+    if not any(item.get_closest_marker("node") for item in request.session.items):
+        return
+    try:
+        plane = request.getfixturevalue("real_node")
+        refs = {n: request.getfixturevalue("image")(n) for n in NODE_IMAGES}
+    except (pytest.skip.Exception, pytest.fail.Exception):
+        return
+    import docker
+
+    from testcluster import node
+
+    have = node.node_images(plane)
+    wanted = [(n, ref) for n, ref in refs.items() if ref not in have]
+    for name, _ in wanted:
+        _PRELOAD[name] = threading.Event()
+
+    def copy_all() -> None:
+        try:
+            # its own connection: the tests use theirs meanwhile
+            with contextlib.closing(docker.from_env(timeout=900)) as client:
+                for name, ref in wanted:
+                    with contextlib.suppress(Exception):
+                        node.import_images(plane, [ref], client)
+                    _PRELOAD[name].set()
+        finally:  # whatever happened, nobody waits for a copy that will not come
+            for event in _PRELOAD.values():
+                event.set()
+
+    threading.Thread(target=copy_all, name="node-images", daemon=True).start()

@@ -35,12 +35,18 @@ def component_job(ns: str, name: str, *, gpu: str = "gpu:1", workers: int = 2,
     return rt.build_job(backend, opts, runtime_image=IMAGE)
 
 
+#: Every Launch not yet stopped: the ``stop_launches`` fixture (tests/cluster/conftest.py)
+#: ends those a test left running, so no follower outlives its test.
+LIVE: set[Launch] = set()
+
+
 class Launch(threading.Thread):
     """``launcher.launch(job, ...)`` in a thread; ``result`` or ``error`` when it ends."""
 
     def __init__(self, api, job: dict, record: Path, **kw):
         super().__init__(daemon=True)
         self.api, self.job, self.record = api, job, record
+        LIVE.add(self)
         self.kw = {"backoff": FAST, "watch_timeout_s": 10, "log_poll_s": 0.5,
                    "handle_sigterm": False, "pending_timeout_s": 120, **kw}
         self.lines: list[str] = []
@@ -56,7 +62,28 @@ class Launch(threading.Thread):
     def outcome(self, timeout: float = 120):
         self.join(timeout)
         assert not self.is_alive(), f"launch still running after {timeout} s"
+        LIVE.discard(self)
         return self.result, self.error
+
+    def stop(self, api, timeout: float = 60) -> bool:
+        """Delete the job (as ``api``, the admin client: the Launch's own may lack the
+        right) and wait for the thread: the launcher's watch sees DELETED and raises
+        MPIJobFailed (kfp_gpu/mpi/launch/watch.py). True if the thread ended."""
+        from kubernetes.client.exceptions import ApiException
+
+        if self.is_alive():
+            backend = backends.for_object(self.job)
+            meta = self.job["metadata"]
+            try:
+                kube.custom(api).delete_namespaced_custom_object(
+                    backend.group, backend.version, meta["namespace"], backend.plural,
+                    meta["name"], propagation_policy="Foreground")
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+            self.join(timeout)
+        LIVE.discard(self)
+        return not self.is_alive()
 
 
 def launcher_process(plane, job: dict, tmp: Path, *extra: str) -> subprocess.Popen:

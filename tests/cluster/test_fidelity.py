@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 
 import pytest
 import yaml
@@ -36,15 +35,22 @@ G, V, P = "kubeflow.org", "v2beta1", "mpijobs"
 
 
 class Conditions(threading.Thread):
-    """Every distinct ``[(type, status, reason)]`` an MPIJob's status goes through."""
+    """Every distinct ``[(type, status, reason)]`` an MPIJob's status goes through.
+
+    List, then watch from the list's ``resourceVersion`` (the Kubernetes API concepts'
+    "efficient detection of changes"): every change after the list is delivered, however
+    late the watch's request reaches the server, so nothing waits for the watch to start."""
 
     def __init__(self, api, ns: str):
         super().__init__(daemon=True)
         self.api, self.ns, self.seen = api, ns, []
+        listed = kube.custom(api).list_namespaced_custom_object(G, V, ns, P)
+        self.resource_version = listed["metadata"]["resourceVersion"]
 
     def run(self):
         for ev in watch.Watch().stream(kube.custom(self.api).list_namespaced_custom_object,
-                                       G, V, self.ns, P, timeout_seconds=60):
+                                       G, V, self.ns, P, timeout_seconds=60,
+                                       resource_version=self.resource_version):
             now = [(c["type"], c["status"], c["reason"]) for c in
                    (ev["object"].get("status") or {}).get("conditions") or []]
             if not self.seen or self.seen[-1] != now:
@@ -52,14 +58,18 @@ class Conditions(threading.Thread):
 
 
 def finished(api, ns: str, name: str) -> dict:
+    """The MPIJob once it is Succeeded or Failed and the operator's next sync has emptied
+    the Worker counts: mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go``
+    updateMPIJobStatus writes the terminal condition in a sync that still counts the
+    running Workers as active; the sync after lists no Workers for a finished Launcher Job,
+    so ``replicaStatuses.Worker`` becomes ``{}`` (what the double and the runner report)."""
     def done():
         obj = jobs.mpijob(api, ns, name)
         c = kube.conditions(obj)
-        return obj if any(c.get(t, {}).get("status") == "True"
-                          for t in ("Succeeded", "Failed")) else None
-    kube.wait_for(done, 90, f"MPIJob {ns}/{name} finished")
-    time.sleep(2)  # the operator's last sync (replicaStatuses after the Launcher Job ended)
-    return jobs.mpijob(api, ns, name)
+        workers = ((obj.get("status") or {}).get("replicaStatuses") or {}).get("Worker")
+        ended = any(c.get(t, {}).get("status") == "True" for t in ("Succeeded", "Failed"))
+        return obj if ended and workers is not None and not workers.get("active") else None
+    return kube.wait_for(done, 90, f"MPIJob {ns}/{name} finished")
 
 
 def start_mpijob(api, ns: str, name: str = "fid", launcher_policy: str = "", **policy):
@@ -68,7 +78,6 @@ def start_mpijob(api, ns: str, name: str = "fid", launcher_policy: str = "", **p
         job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = launcher_policy
     seq = Conditions(api, ns)
     seq.start()
-    time.sleep(0.5)
     kube.custom(api).create_namespaced_custom_object(G, V, ns, P, job)
     return job, seq
 

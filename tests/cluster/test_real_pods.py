@@ -148,28 +148,6 @@ def run_resnet(api, namespace: str, job: dict, pvs: list, shared_data: Path,
     return m, launch.lines, work
 
 
-def test_mpijob_resnet_runs_on_real_pods(real_node, api, namespace, node_image, pvs,
-                                          shared_data, tmp_path):
-    name = f"resnet-{uuid.uuid4().hex[:5]}"
-    job = resnet_job(namespace, name, node_image("horovod"),
-                     checkpoint_dir="/work/run/checkpoints")
-    m, _, work = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
-    assert {r["host"] for r in m["ranks"]} == {f"{name}-worker-0", f"{name}-worker-1"}
-    # rank 0 wrote its checkpoint through the PVC (tf.train.CheckpointManager's index file)
-    assert (work / "run" / "checkpoints" / "checkpoint").stat().st_uid == UID
-    # The Launcher ran on the real node and Succeeded; the Workers were deleted when the job
-    # ended (cleanPodPolicy Running, mpi-operator's default: pkg/controller
-    # mpi_job_controller.go deleteWorkerPods).
-    # (the kubelet ends the Workers with their grace period: wait until they are gone)
-    def left():
-        pods = kube.pods(api, namespace, f"training.kubeflow.org/job-name={name}")
-        return [(p.metadata.labels.get("training.kubeflow.org/job-role"), p.spec.node_name,
-                 p.status.phase) for p in pods]
-
-    kube.wait_for(lambda: len(left()) == 1, 90, "the Workers to be deleted")
-    assert left() == [("launcher", node_config.NODE_NAME, "Succeeded")]
-
-
 def test_trainjob_resnet_runs_on_real_pods(real_node, trainer_runtime, api, namespace,
                                            node_image, pvs, shared_data, tmp_path):
     """The same training through the TrainJob backend: Trainer v2.3.0 makes a JobSet
@@ -447,7 +425,7 @@ def test_a_killed_worker_fails_the_job_and_a_rerun_resumes_from_the_checkpoint(
     work = bind_pvcs(api, namespace, pvs, shared_data, tmp_path)
     ckpt = work / "run" / "checkpoints"
     name = f"kill-{uuid.uuid4().hex[:5]}"
-    first = jobs.Launch(api, resnet_job(namespace, name, image, epochs=4, steps=60,
+    first = jobs.Launch(api, resnet_job(namespace, name, image, epochs=3, steps=60,
                                         checkpoint_dir="/work/run/checkpoints"),
                         tmp_path / "record-1.json", pending_timeout_s=300, log_poll_s=1.0)
     first.start()
@@ -466,7 +444,7 @@ def test_a_killed_worker_fails_the_job_and_a_rerun_resumes_from_the_checkpoint(
     assert saved, list(ckpt.iterdir())
 
     again = f"{name}-again"
-    second = jobs.Launch(api, resnet_job(namespace, again, image, epochs=4, steps=60,
+    second = jobs.Launch(api, resnet_job(namespace, again, image, epochs=3, steps=60,
                                          checkpoint_dir="/work/run/checkpoints"),
                          tmp_path / "record-2.json", pending_timeout_s=300, log_poll_s=1.0)
     second.start()
@@ -489,12 +467,16 @@ DETERMINED = ("world_size", "global_step", "epochs_run", "start_epoch", "global_
 
 def test_the_local_runner_and_real_pods_agree_on_the_resnet_job(
         real_node, api, namespace, node_image, pvs, shared_data, tmp_path, docker_client):
-    """The same MPIJob (one builder, one seed, the same data) run by the local Docker runner
-    (kfp_gpu/mpi/local) and by mpi-operator on the real node: both end Succeeded with the
-    same Worker host names (the hostfile's DNS names resolved by Docker's aliases and by
-    CoreDNS), the same determined metrics and the same final weights per rank (the Launcher
-    log's ``weights`` checksums, read through ``docker logs`` and through pods/log), and
-    both leave only the Launcher once the job ends (cleanPodPolicy Running)."""
+    """The component's MPIJob on real pods through mpi-operator (2 Workers, sshd with the
+    operator's Secret, the hostfile's names through CoreDNS, mpirun across pods, Horovod's
+    allreduce with ranks in sync, metrics through pods/log, a checkpoint through the PVC),
+    and the same MPIJob (one builder, one seed, the same data) run by the local Docker
+    runner (kfp_gpu/mpi/local): both end Succeeded with the same Worker host names (Docker's
+    aliases, CoreDNS), the same determined metrics and the same final weights per rank (the
+    Launcher log's ``weights`` checksums, read through ``docker logs`` and through
+    pods/log), and both leave only the Launcher once the job ends (cleanPodPolicy Running,
+    mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go`` deleteWorkerPods; the
+    kubelet ends the Workers with their grace period, so the test waits for that)."""
     import copy
     import re
 
@@ -502,13 +484,18 @@ def test_the_local_runner_and_real_pods_agree_on_the_resnet_job(
 
     image = node_image("horovod")
     name = f"cmp-{uuid.uuid4().hex[:5]}"
-    job = resnet_job(namespace, name, image)
-    real, real_lines, _ = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
+    job = resnet_job(namespace, name, image, checkpoint_dir="/work/run/checkpoints")
+    real, real_lines, work = run_resnet(api, namespace, job, pvs, shared_data, tmp_path)
+    # rank 0 wrote its checkpoint through the PVC (tf.train.CheckpointManager's index file)
+    assert (work / "run" / "checkpoints" / "checkpoint").stat().st_uid == UID
+
     def job_pods():
         pods = kube.pods(api, namespace, f"training.kubeflow.org/job-name={name}")
         return pods if len(pods) == 1 else None
 
     real_pods = kube.wait_for(job_pods, 90, "the Workers to be deleted")
+    assert [(p.spec.node_name, p.status.phase) for p in real_pods] == [
+        (node_config.NODE_NAME, "Succeeded")]
 
     local_dir = tmp_path / "local"
     local_dir.mkdir()
