@@ -55,3 +55,22 @@ def kfp_client_env(monkeypatch, tmp_path):
     for var in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILD_SOURCEVERSION", "KFP_HOST",
                 "KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
         monkeypatch.delenv(var, raising=False)
+
+
+#: ``pytest -n 2 --dist loadgroup`` (pytest-xdist; ``make test``): the tests that share one
+#: test control plane (marker cluster or node: its mpi-operator binds port 8080, so one plane
+#: per machine runs it) run in one worker, those that share the built images' registry and
+#: the engine's module fixtures (marker container) in one worker; the rest go to whichever
+#: worker is free. Without xdist the marks do nothing.
+XDIST_GROUPS = (("plane", ("cluster", "node")), ("engine", ("container",)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Put each test in its xdist group (:data:`XDIST_GROUPS`), after every conftest has
+    added its markers."""
+    for item in items:
+        for group, markers in XDIST_GROUPS:
+            if any(item.get_closest_marker(m) for m in markers):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -1,10 +1,12 @@
-"""Shell commands in the docs: split a block into commands, check each one parses against
-what it names (CLI options, modules, scripts, make targets, repository paths), and run the
-ones that need no cluster, engine or GPU with small parameters (issue 32 item 1).
+"""Shell commands in the docs (issue 32 item 1, issue 37 item 3): run a block as written
+with bash, and, for a block that does not run here, check each command against what it
+names (CLI options, modules, scripts, make targets, repository paths).
 
-A block that cannot run here says why on a line of its own, ``# needs: <reason>`` (a
-cluster, Docker, a GPU, a registry, minutes of CPU); its commands are only checked. A
-command's expected exit status other than 0 is a trailing ``# exit N``.
+A block runs as one ``bash -e -o pipefail`` script in the sandbox checkout (see
+:func:`run_bash`); a line that ends in ``# exit N`` must exit N (bash checks it, the line is
+not re-tokenized: :func:`bash_script`). :func:`split_commands` (a small tokenizer) is only
+for the static checks of blocks that are not run and for what each command needs
+(:mod:`tests.doc_needs`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-NEEDS = re.compile(r"^\s*#\s*needs:\s*(\S.*)$", re.MULTILINE)
 EXIT = re.compile(r"#\s*exits?\s+(\d+)\b")
 #: Shell words that start a command but are not one (loops, conditionals).
 KEYWORDS = {"do", "then", "else", "done", "fi", "for", "if", "while", "in"}
@@ -28,20 +29,8 @@ KEYWORDS = {"do", "then", "else", "done", "fi", "for", "if", "while", "in"}
 TOP = tuple(p.name for p in REPO.iterdir() if not p.name.startswith(".git"))
 #: Folders commands write into (made by an earlier command, not part of the checkout).
 GENERATED = ("build/", "local_outputs/")
-#: Small parameters appended to a runnable command (the last value of an option wins), so
-#: the docs' commands run in seconds on 2 cores: (command prefix, extra arguments).
-SMALL: list[tuple[tuple[str, ...], list[str]]] = [
-    (("kfp-gpu", "run", "imdb-lstm"),
-     ["-p", "max_rows_per_split=300", "-p", "epochs=1", "-p", "embedding_dim=16",
-      "-p", "lstm_units=16", "-p", "accuracy_threshold=0"]),
-    (("kfp-gpu", "run", "resnet-horovod"),
-     ["-p", "max_rows_per_split=200", "-p", "epochs=1", "-p", "steps_per_epoch=2",
-      "-p", "batch_size=16", "-p", "width=8", "-p", "blocks=1", "-p", "accuracy_threshold=0"]),
-    (("kfp-gpu", "train-resnet"),
-     ["--model", "small", "--image-size", "32", "--classes", "10", "--steps", "2",
-      "--warmup-steps", "1", "--batch-size", "16", "--epochs", "1", "--width", "8",
-      "--blocks", "1"]),
-]
+#: Variables of this process the docs' commands must not see (the sandbox's own apply).
+UNSET = ("KFP_GPU_DATA_DIR", "KUBECONFIG", "REGISTRY", "KFP_HOST")
 
 
 @dataclass
@@ -92,14 +81,16 @@ def split_commands(source: str) -> list[Command]:
 
 
 def _parts(words: list[str]) -> list[list[str]]:
-    parts, cur = [], []
+    parts, cur, loop = [], [], False
     for w in words:
         if w in ("&&", "||", ";", "|") or w.endswith(";") and w != ";":
             if w.endswith(";") and len(w) > 1:
                 cur.append(w[:-1])
-            parts.append(cur)
-            cur = []
+            if not loop:  # a loop's header (for NAME in WORDS) is no command
+                parts.append(cur)
+            cur, loop = [], False
         elif not cur and w in KEYWORDS:
+            loop = w == "for"
             continue
         else:
             cur.append(w)
@@ -138,24 +129,6 @@ def program(argv: list[str]) -> tuple[str, list[str]]:
     if "/" in argv[0] and argv[0].split("/")[0] in TOP:
         return "script", argv
     return "other", argv
-
-
-#: What the doc tests run: our CLI, Python modules and Python scripts (shell scripts, make,
-#: kubectl, docker ... need a ``# needs:`` line).
-RUNNABLE = {"kfp-gpu", "module", "script"}
-
-
-#: ``kfp-gpu`` commands that talk to a cluster, a registry or a Docker engine: run only
-#: when the doc says they fail (``# exit N``, N > 0: e.g. doctor without a kubeconfig).
-OUTSIDE = ("doctor", "submit", "mpijob", "trainjob", "--pin-digests", "--runner")
-
-
-def runnable(argv: list[str], expect: int = 0) -> bool:
-    """Whether the doc tests may run ``argv`` (see :data:`RUNNABLE`, :data:`OUTSIDE`)."""
-    kind, prog = program(argv)
-    if kind == "kfp-gpu" and any(w in OUTSIDE for w in prog) and not expect:
-        return False
-    return kind in RUNNABLE and (kind != "script" or prog[0].endswith(".py"))
 
 
 def _words(argv: list[str]) -> list[str]:
@@ -257,44 +230,45 @@ def _paths(argv: list[str]) -> list[str]:
     return out
 
 
-def small(argv: list[str]) -> list[str]:
-    """``argv`` of a ``kfp-gpu`` command with the :data:`SMALL` parameters appended."""
-    for prefix, extra in SMALL:
-        if tuple(argv[:len(prefix)]) == prefix:
-            return [*argv, *extra]
-    return argv
-
-
-#: Placeholders the docs use for what an earlier command wrote (newest match in the sandbox).
-PLACEHOLDERS = {"MODEL_DIR": "local_outputs/imdb-lstm-*/train-text-classifier/model",
-                "TEST_DIR": "local_outputs/imdb-lstm-*/prep-text/test_data"}
-
-
-def _filled(word: str, cwd: Path) -> str:
-    for name, pattern in PLACEHOLDERS.items():
-        if name in word:
-            found = sorted(cwd.glob(pattern), key=lambda p: p.stat().st_mtime)
-            assert found, f"{name}: nothing at {pattern} (run the imdb-lstm block first)"
-            word = word.replace(name, str(found[-1]))
-    return word
-
-
-def run(cmd: Command, cwd: Path, tmp: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in ``cwd`` (a sandbox beside ``shared/data``): ``kfp-gpu`` commands get
-    :data:`SMALL` parameters, ``/tmp/...`` arguments move under ``tmp``,
-    :data:`PLACEHOLDERS` are filled in, mpirun gets
-    ``--allow-run-as-root`` as root, and the venv's ``bin`` leads ``PATH``."""
-    argv = [str(tmp / w[len("/tmp/"):]) if w.startswith("/tmp/") else _filled(w, cwd)
-            for w in cmd.argv]
-    kind, prog = program(argv)
-    if kind == "kfp-gpu" and prog[0] == "kfp-gpu":
-        argv = argv[:len(argv) - len(prog)] + small(prog)
-    if Path(argv[0]).name == "mpirun" and os.geteuid() == 0 and "--allow-run-as-root" not in argv:
-        argv.insert(1, "--allow-run-as-root")
-    env = {k: v for k, v in os.environ.items() if k not in ("KFP_GPU_DATA_DIR", "KUBECONFIG")}
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a docs command: this one without :data:`UNSET`, the venv's ``bin``
+    first on ``PATH`` (``kfp-gpu``, ``python``, ``mpirun`` are the checkout's), Open MPI
+    allowed to run as root when this is root (what the docs' "as root add
+    --allow-run-as-root" says), then ``extra`` (the block's capabilities and directives)."""
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update(cmd.env)
-    if argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env.update(extra or {})
+    return env
+
+
+def bash_script(source: str) -> str:
+    """A shell block as a ``bash -e -o pipefail`` script: the block as written, except that a
+    line ending in ``# exit N`` (N > 0; with its ``\\`` continuation lines) becomes
+    ``if LINE; then rc=0; else rc=$?; fi`` followed by a check that ``rc`` is N."""
+    out, buf = ["set -e -o pipefail"], []
+    for raw in source.splitlines():
+        buf.append(raw)
+        if raw.rstrip().endswith("\\"):
+            continue
+        line, buf = "\n".join(buf), []
+        m = EXIT.search(line.splitlines()[-1])
+        if m and int(m.group(1)):
+            want = int(m.group(1))
+            command = line[:line.rindex("#")].rstrip()
+            out.append(f"if {command}\nthen __rc=0; else __rc=$?; fi\n"
+                       f"[ \"$__rc\" -eq {want} ] || {{ echo \"docs: exited $__rc, the "
+                       f"page says {want}\" >&2; exit 1; }}")
+        else:
+            out.append(line)
+    out += buf
+    return "\n".join(out) + "\n"
+
+
+def run_bash(script: str, cwd: Path, env: dict[str, str],
+             timeout: float = 1800) -> subprocess.CompletedProcess:
+    """Run ``script`` with bash in ``cwd``: stdout and stderr together in ``stdout``."""
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout, check=False)

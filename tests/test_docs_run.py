@@ -1,6 +1,7 @@
-"""Docs that run (issue 32 item 1): every code block of README.md, docs/*.md,
-components/*/README.md and images/README.md is executed or, where it needs a cluster,
-Docker or a GPU, checked against what it names; its shown output is compared.
+"""Docs that run (issue 32 item 1, issue 37 item 3): every code block of README.md,
+docs/*.md, components/*/README.md and images/README.md is executed as written, compared with
+what it shows, or -- where it needs what no test run has -- checked against what it names
+and skipped with the reason.
 
 Library: Sybil 10 (``sybil==10.1.0``, the ``dev`` extra). It was chosen over pytest-examples
 and mktestdocs because it parses Markdown (fenced blocks, blocks in list items, and its
@@ -9,31 +10,47 @@ leaves each language's evaluation to us, which the shell and console blocks need
 keeps one namespace per page, as a reader keeps one interpreter; it has no dependencies,
 so it installs beside the pinned kfp 2.17 / protobuf 6 / TensorFlow 2.18 set (pytest-examples
 brings black and its own ruff pin; mktestdocs runs only Python and bash blocks, without
-per-block set-up, and is barely maintained). The evaluators: :mod:`tests.doc_blocks`;
-commands and their small parameters: :mod:`tests.doc_commands`.
+per-block set-up, and is barely maintained). The evaluators: :mod:`tests.doc_blocks`; what a
+block needs and the directives above it: :mod:`tests.doc_needs`; output and data
+comparison: :mod:`tests.doc_output`, :mod:`tests.doc_sources`; bash: :mod:`tests.doc_commands`.
 
 Pages are found by glob, so a new page or block is tested without any work by its author.
 Each block is a test item (``test_block[README.md:96]``); the Python blocks above it on
-its page run first (on demand when it is selected alone), shell blocks only as items. The blocks run in a sandbox
-checkout (symlinks to this one, its own ``build/`` and ``local_outputs/``) beside
-``shared/data`` (the real data), with ``$KFP_GPU_DATA_DIR`` unset so the documented
-default data folder is what the commands use. Blocks that train (``kfp-gpu run --local``,
-``mpirun``) are marked ``slow``; ``make test`` runs them (CI too).
+its page run first (on demand when it is selected alone), shell blocks only as items. The
+blocks run in a sandbox checkout (symlinks to this one, its own ``build/`` and
+``local_outputs/``) beside ``shared/data`` (the real data), with ``$KFP_GPU_DATA_DIR`` unset
+so the documented default data folder is what the commands use.
+
+A block's ``# needs:`` words become the item's markers and fixtures: ``docker`` ->
+``container`` (the engine at ``$DOCKER_HOST`` and the built images, ``docker_client`` /
+``image`` of tests/conftest.py), ``registry`` -> ``container`` plus the test registry with
+the images pushed (``$REGISTRY``, ``registry`` / ``pushed`` of tests/conftest.py),
+``cluster`` -> ``cluster`` (the session's control plane, ``plane`` of tests/conftest.py:
+``$KUBECONFIG``). Blocks that train (``kfp-gpu run --local``,
+``make run``, ``mpirun``) are marked ``slow``; ``make test`` runs them (CI too).
 """
 
 from __future__ import annotations
 
+import collections
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests import doc_blocks, doc_commands
+from tests import doc_blocks, doc_commands, doc_needs, doc_output
+
+# The ``docker`` / ``registry`` / ``cluster`` blocks ask for the session's fixtures by name
+# (docker_client, image, registry, pushed, plane: tests/conftest.py), the instances the
+# container and cluster tests use too.
 
 REPO = Path(__file__).resolve().parents[1]
 DOC_GLOBS = ("README.md", "docs/*.md", "components/*/README.md", "images/README.md")
 #: Blocks that train or run pipelines (tens of seconds each on 2 cores).
-HEAVY = re.compile(r"(\brun\b.*--local|\bmpirun\b|train-resnet|benchmarks/\w+\.py)")
+HEAVY = re.compile(r"(\brun\b.*--local|\bmake run\b|\bmpirun\b|train-resnet|"
+                   r"benchmarks/\w+\.py|mpijob run-local|trainjob run-local)")
 
 
 def documents() -> list[str]:
@@ -41,16 +58,25 @@ def documents() -> list[str]:
     return sorted({str(p.relative_to(REPO)) for g in DOC_GLOBS for p in REPO.glob(g)})
 
 
+def _marks(example) -> list:
+    marks = []
+    lang = doc_blocks.language(example)
+    try:
+        needs = doc_blocks.needs_of(example)
+    except AssertionError:  # an unknown word: the item fails with the reason
+        return marks
+    marks += [getattr(pytest.mark, m) for m in sorted(needs.markers)]
+    if (lang in (*doc_blocks.SHELL, "console") and doc_blocks.kind_of(example).startswith("run")
+            and HEAVY.search(str(example.parsed))):
+        marks.append(pytest.mark.slow)
+    return marks
+
+
 def _items() -> list:
     items = []
     for doc in documents():
         for i, ex in enumerate(doc_blocks.parse(REPO / doc)):
-            text = str(ex.parsed)
-            lang = ex.region.lexemes["arguments"].strip()
-            heavy = (lang in (*doc_blocks.SHELL, "console") and not doc_commands.NEEDS.search(text)
-                     and HEAVY.search(text))
-            items.append(pytest.param(doc, i, id=f"{doc}:{ex.line}",
-                                      marks=[pytest.mark.slow] if heavy else []))
+            items.append(pytest.param(doc, i, id=f"{doc}:{ex.line}", marks=_marks(ex)))
     return items
 
 
@@ -69,6 +95,27 @@ def sandbox(tmp_path_factory, shared_data) -> tuple[Path, Path]:
     return checkout, root / "tmp"
 
 
+def capabilities(needs: doc_needs.Needs, request) -> dict[str, str]:
+    """What the block's ``# needs:`` words ask for, brought by their fixtures: the
+    environment the block runs with."""
+    env: dict[str, str] = {}
+    if {"docker", "registry"} & set(needs.words):
+        request.getfixturevalue("docker_client")
+        image = request.getfixturevalue("image")
+        for name in ("trainer", "horovod", "launcher"):
+            image(name)  # skips (fails under CI) when an image is not built
+    if "registry" in needs.words:
+        env["REGISTRY"] = request.getfixturevalue("registry")
+        request.getfixturevalue("pushed")
+    if "cluster" in needs.words:
+        the_plane = request.getfixturevalue("plane")
+        env["KUBECONFIG"] = str(the_plane.kubeconfig)
+        if "k8s" in the_plane.bins:  # the plane's own kubectl
+            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent),
+                                           str(the_plane.bins["k8s"]), os.environ["PATH"]])
+    return env
+
+
 #: Page -> {"examples": its Sybil examples, "done": how many were visited, "failed": the
 #: line of a Python block that failed (the blocks below it lack its names)}.
 _PAGES: dict[str, dict] = {}
@@ -82,13 +129,24 @@ def _page(doc: str, sandbox: tuple[Path, Path]) -> dict:
     return _PAGES[doc]
 
 
+def _runs_unasked(example) -> bool:
+    """A Python block the blocks below it may rely on: one that needs nothing."""
+    if example.region.evaluator is not doc_blocks.evaluate_python:
+        return False
+    try:
+        return not doc_blocks.needs_of(example).words
+    except AssertionError:
+        return False
+
+
 @pytest.mark.parametrize("doc,index", _items())
-def test_block(doc, index, sandbox):
-    """The block runs (or parses, with its ``# needs:`` reason) and shows what it does."""
+def test_block(doc, index, sandbox, request):
+    """The block runs (or is checked, then skipped with its ``# needs:`` reason) and shows
+    what it does."""
     page = _page(doc, sandbox)
     for example in page["examples"][page["done"]:index]:  # the Python above, once
         page["done"] += 1
-        if example.region.evaluator is doc_blocks.evaluate_python:
+        if _runs_unasked(example):
             try:
                 example.evaluate()
             except Exception:  # noqa: BLE001 - reported by the blocks below it
@@ -98,12 +156,18 @@ def test_block(doc, index, sandbox):
     if python and page["failed"] is not None:
         pytest.fail(f"{doc}: the Python block at line {page['failed']} above this one failed")
     page["done"] = max(page["done"], index + 1)
+    needs = doc_blocks.needs_of(example)  # an unknown word fails here
+    example.namespace["_env"] = capabilities(needs, request) if not needs.skip else {}
     try:
         example.evaluate()
+    except pytest.skip.Exception:
+        raise
     except BaseException:
         if python:
             page["failed"] = example.line
         raise
+    finally:
+        example.namespace["_env"] = {}
 
 
 def test_pages_are_found_by_glob():
@@ -112,6 +176,179 @@ def test_pages_are_found_by_glob():
     assert {"README.md", "docs/distributed.md", "images/README.md",
             "components/evaluate_classifier/README.md"} <= set(docs)
     assert len([i for i in _items() if i.values[0] == "README.md"]) >= 8
+
+
+def census() -> dict[str, collections.Counter]:
+    """How many blocks the doc tests run, compare, only check or only show: kind (see
+    :func:`tests.doc_blocks.kind_of`) -> counter by ``# needs:`` word (``-``: none)."""
+    out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for doc in documents():
+        for ex in doc_blocks.parse(REPO / doc):
+            try:
+                words = doc_blocks.needs_of(ex).words or ("-",)
+                kind = doc_blocks.kind_of(ex)
+            except AssertionError:  # an unknown word (its own item fails)
+                words, kind = ("?",), "failing"
+            out[kind][" ".join(words)] += 1
+    return out
+
+
+def test_blocks_that_need_nothing_this_machine_lacks_are_run():
+    """Only blocks whose ``# needs:`` words name what no test run has are merely checked;
+    every other shell, console and Python block runs (issue 37 item 3a)."""
+    for doc in documents():
+        for ex in doc_blocks.parse(REPO / doc):
+            if doc_blocks.language(ex) in (*doc_blocks.SHELL, "console", "python"):
+                try:
+                    kind = doc_blocks.kind_of(ex)
+                except AssertionError:
+                    continue  # an unknown '# needs:' word: its own item fails
+                assert kind.startswith("run") or doc_blocks.needs_of(ex).skip or \
+                    doc_blocks.directives_of(ex).synopsis, f"{doc}:{ex.line} is not run"
+
+
+# -- the machinery itself: a wrong page fails ------------------------------------------
+
+
+def _fake_page(tmp_path: Path, text: str):
+    page = tmp_path / "page.md"
+    page.write_text(text, encoding="utf-8")
+    document = doc_blocks.parse(page)
+    document.namespace.update(_sandbox=tmp_path, _tmp=tmp_path, __name__="__doc__")
+    return list(document)
+
+
+def test_a_console_block_with_a_wrong_number_fails(tmp_path):
+    def page(shown: str) -> str:
+        return f"```console\n$ echo 'accuracy: 0.84 (25000 examples)'\n{shown}\n```\n"
+
+    (ex,) = _fake_page(tmp_path, page("accuracy: <F> (25000 examples)"))
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, page("accuracy: 0.84 (25000 examples)"))
+    ex.evaluate()
+    for wrong in ("accuracy: <F> (300 examples)",  # a wrong number
+                  "accuracy: 0.85 (25000 examples)",  # a number is literal unless it says <F>
+                  "accuracy: <N> (25000 examples)"):  # <N> is an integer
+        (ex,) = _fake_page(tmp_path, page(wrong))
+        with pytest.raises(AssertionError, match="did not print"):
+            ex.evaluate()
+
+
+def test_a_console_block_fails_on_lines_it_does_not_show_and_on_a_wrong_exit(tmp_path):
+    (ex,) = _fake_page(tmp_path, "```console\n$ printf 'a\\nb\\n'\na\n```\n")
+    with pytest.raises(AssertionError, match="not show"):
+        ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "```console\n$ printf 'a\\nb\\n'\na\n...\n```\n")
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "```console\n$ false  # exit 2\n```\n")
+    with pytest.raises(AssertionError, match="exited 1, the page says 2"):
+        ex.evaluate()
+    # one session: a variable set by one command is there for the next
+    (ex,) = _fake_page(tmp_path, "```console\n$ X=7\n$ echo $X\n7\n```\n")
+    ex.evaluate()
+
+
+def test_a_shell_block_runs_as_written_with_bash(tmp_path):
+    (ex,) = _fake_page(tmp_path, "```bash\ntest \"$(echo a | tr a b)\" = b && touch made\n```\n")
+    ex.evaluate()
+    assert (tmp_path / "made").exists()
+    (ex,) = _fake_page(tmp_path, "```bash\nfalse | true\ntouch not-made\n```\n")
+    with pytest.raises(AssertionError, match="exited 1"):  # -o pipefail, -e
+        ex.evaluate()
+    assert not (tmp_path / "not-made").exists()
+    (ex,) = _fake_page(tmp_path, "```bash\nkfp-gpu compile --no-such-option  # exit 2\n```\n")
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "```bash\nkfp-gpu --version  # exit 2\n```\n")
+    with pytest.raises(AssertionError, match="exited 1"):
+        ex.evaluate()
+
+
+def test_needs_words_are_a_fixed_vocabulary(tmp_path):
+    (ex,) = _fake_page(tmp_path, "```bash\n# needs: a GPU\nnvidia-smi\n```\n")
+    with pytest.raises(AssertionError, match="unknown"):
+        ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "```bash\n# needs: gpu -- the benchmark\n"
+                                 "python benchmarks/gpu_share_bench.py --k 4\n```\n")
+    with pytest.raises(pytest.skip.Exception, match="needs gpu"):
+        ex.evaluate()
+    # a line that could run is not held back by a neighbour that cannot
+    (ex,) = _fake_page(tmp_path, "```bash\n# needs: kfp\nkfp-gpu compile -o build/x\n"
+                                 "kfp-gpu submit imdb-lstm --host https://k\n```\n")
+    with pytest.raises(AssertionError, match="block of its own"):
+        ex.evaluate()
+    # a command that needs a capability its block does not name
+    (ex,) = _fake_page(tmp_path, "```bash\nkubectl apply -k manifests/rbac\n```\n")
+    with pytest.raises(AssertionError, match=r"needs \['cluster'\]"):
+        ex.evaluate()
+    # a synopsis is checked, not run
+    (ex,) = _fake_page(tmp_path, "<!-- docs-test: synopsis -->\n```bash\n"
+                                 "kfp-gpu mpijob run-local FILE [--keep]\n```\n")
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "<!-- docs-test: synopsis -->\n```bash\n"
+                                 "kfp-gpu mpijob run-local FILE [--kept]\n```\n")
+    with pytest.raises(AssertionError, match="no option --kept"):
+        ex.evaluate()
+    # a skipped block's commands are still checked
+    (ex,) = _fake_page(tmp_path, "```bash\n# needs: kfp\nkfp-gpu submit imdb-lstm --hots x\n```\n")
+    with pytest.raises(AssertionError, match="no option --hots"):
+        ex.evaluate()
+
+
+def test_yaml_blocks_are_compared_with_their_source_or_say_they_illustrate(tmp_path):
+    role = ("<!-- docs-test: source=kustomize:manifests/rbac#Role -->\n```yaml\n"
+            "kind: Role\nmetadata: {name: kfp-gpu-launcher, namespace: kubeflow}\n"
+            "rules:\n- {apiGroups: [kubeflow.org], resources: [mpijobs], verbs: [create, get, "
+            "list, watch, delete, patch]}\n- ...\n```\n")
+    (ex,) = _fake_page(tmp_path, role)
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, role.replace("delete, patch", "patch"))
+    with pytest.raises(AssertionError, match="verbs"):
+        ex.evaluate()
+    (ex,) = _fake_page(tmp_path, role.replace("- ...\n", ""))
+    with pytest.raises(AssertionError, match="items shown"):
+        ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "```yaml\na: 1\n```\n")
+    with pytest.raises(AssertionError, match="illustration"):
+        ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "<!-- docs-test: illustration -->\n\n```yaml\na: 1\n```\n")
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, "<!-- docs-test: source=python:{'a': 2} -->\n```yaml\na: 1\n```\n")
+    with pytest.raises(AssertionError, match="shown 1, generated 2"):
+        ex.evaluate()
+
+
+def test_compiled_and_shipped_sources(tmp_path):
+    """``compile:`` (what ``kfp-gpu compile -o`` writes) and ``file:`` (a shipped file)."""
+    page = ("<!-- docs-test: source=compile:components/train_resnet_horovod/component.yaml"
+            "#root/inputDefinitions/parameters/backend -->\n```yaml\n"
+            "{defaultValue: mpijob, parameterType: STRING}\n```\n")
+    (ex,) = _fake_page(tmp_path, page)
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, page.replace("mpijob,", "trainjob,"))
+    with pytest.raises(AssertionError, match="shown 'trainjob', generated 'mpijob'"):
+        ex.evaluate()
+    page = ("<!-- docs-test: source=file:manifests/trainer/horovod-runtime.yaml -->\n```yaml\n"
+            "{kind: ClusterTrainingRuntime, metadata: {name: kfp-gpu-horovod}}\n```\n")
+    (ex,) = _fake_page(tmp_path, page)
+    ex.evaluate()
+    (ex,) = _fake_page(tmp_path, page.replace("kfp-gpu-horovod", "kfp-gpu-mpi"))
+    with pytest.raises(AssertionError, match="none generated with that kind and name"):
+        ex.evaluate()
+
+
+def test_a_layout_names_what_exists_and_every_package():
+    assert doc_blocks.layout_problems("kfp_gpu/   core\n  nothere/  x\n") == [
+        "kfp_gpu/nothere: no such file or folder"] + [
+        f"kfp_gpu/{p.name}/: a package the layout leaves out"
+        for p in sorted((REPO / "kfp_gpu").iterdir()) if (p / "__init__.py").is_file()]
+
+
+def test_output_placeholders_are_only_the_marked_ones():
+    assert doc_output.matches(["finished in <T>", "n=<N> f=<F>"], "finished in 85.0 s\nn=3 f=0.5")
+    assert not doc_output.matches(["n=<N>"], "n=0.5")
+    assert not doc_output.matches(["finished in 85.0 s"], "finished in 61.2 s")
+    assert doc_output.matches(["a ... z"], "a b c z")
+    assert doc_output.matches(["x", "...", "y"], "x\ny")
 
 
 INLINE = re.compile(r"`((?:\.venv/bin/)?kfp-gpu [^`]+|python -m kfp_gpu[^`]*)`")
@@ -126,3 +363,102 @@ def test_inline_commands_name_real_options(doc):
         for cmd in doc_commands.split_commands(m.group(1)):
             problems += [f"`{m.group(1)}`: {p}" for p in doc_commands.check_command(cmd)]
     assert not problems, "\n".join(problems)
+
+
+# -- what the prose says about the repository itself (issue 37 item 3e) ------------------
+
+
+def _readme() -> str:
+    return (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_checked_in_pipeline_yaml_is_what_the_readme_lists():
+    m = re.search(r"checked in under `pipelines/`\s*\(([^)]*)\)", _readme())
+    assert m, "README.md no longer lists the checked-in pipeline YAML"
+    listed = set(re.findall(r"`([\w.]+\.yaml)`", m.group(1)))
+    assert listed == {p.name for p in (REPO / "pipelines").glob("*.yaml")}
+
+
+def test_the_markers_the_readme_names_are_pyproject_s():
+    m = re.search(r"Markers: (.*?); e\.g\.", _readme(), re.DOTALL)
+    assert m, "README.md no longer lists the test markers"
+    named = set(re.findall(r"`(\w+)` \(", m.group(1)))
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    declared = set(re.findall(r'^\s*"(\w+):', text[text.index("markers = ["):], re.MULTILINE))
+    assert named == declared
+
+
+def test_the_pins_the_readme_names_are_the_installed_ones():
+    """"Pins: kfp X, ..." against the files that pin them."""
+    line = re.search(r"- Pins: (.*?)\n- ", _readme(), re.DOTALL).group(1)
+    named = dict(re.findall(r"([a-zA-Z][\w-]*) (\d+\.\d+\.\d+)", line.replace("\n", " ")))
+    pins = {"kfp": "pyproject.toml", "kfp-kubernetes": "pyproject.toml",
+            "keras": "pyproject.toml", "tensorflow-cpu": "requirements/tensorflow.txt",
+            "Horovod": "scripts/setup.sh", "OpenMPI": "scripts/setup.sh"}
+    assert set(pins) <= set(named), named
+    for name, where in pins.items():
+        text = (REPO / where).read_text(encoding="utf-8")
+        assert f"{name.lower()}=={named[name]}" in text, f"{name} {named[name]} not in {where}"
+
+
+def test_every_component_folder_has_a_readme_with_its_inputs_outputs_and_gpu():
+    """"Each component folder has a README with its inputs, outputs and GPU request"."""
+    import yaml
+
+    assert "Each component folder has a README with its inputs, outputs and GPU request" in \
+        _readme()
+    from kfp_gpu.compiler.registry import DEPRECATED_COMPONENTS
+
+    for spec in sorted((REPO / "components").glob("*/component.yaml")):
+        readme = spec.parent / "README.md"
+        assert readme.is_file(), f"{spec.parent.name}: no README.md"
+        text = readme.read_text(encoding="utf-8")
+        new = DEPRECATED_COMPONENTS.get(spec.parent.name)
+        if new:  # an old name: its README sends the reader to the new one's
+            assert f"../{new}/README.md" in text, f"{readme.relative_to(REPO)}: no link to {new}"
+            text = (REPO / "components" / new / "README.md").read_text(encoding="utf-8")
+        root = yaml.safe_load(spec.read_text(encoding="utf-8"))["root"]
+        names = [n for part in ("inputDefinitions", "outputDefinitions")
+                 for kind in ("parameters", "artifacts")
+                 for n in (root.get(part) or {}).get(kind) or {}]
+        missing = [n for n in names if n not in text]
+        assert not missing, f"{readme.relative_to(REPO)} does not name {missing}"
+        assert "GPU" in text, f"{readme.relative_to(REPO)} says nothing of its GPU request"
+
+
+def test_manifests_cluster_is_steps_2_3_and_5():
+    """docs/cluster.md: "Steps 2, 3 and 5 together: kubectl apply -k manifests/cluster"."""
+    import yaml
+
+    text = (REPO / "docs" / "cluster.md").read_text(encoding="utf-8")
+    assert "Steps 2, 3 and 5 together: `kubectl apply -k manifests/cluster`" in text
+    k = yaml.safe_load((REPO / "manifests" / "cluster" / "kustomization.yaml").read_text())
+    assert sorted(k.get("bases", []) + k.get("resources", [])) == [
+        "../device-plugin", "../rbac", "../rdma"]
+
+
+def test_kfp_gpu_version_prints_the_version():
+    """README: "`kfp-gpu --version` prints the version"."""
+    import subprocess
+
+    from kfp_gpu import __version__
+
+    assert "`kfp-gpu --version` prints the version" in _readme()
+    out = subprocess.run([str(Path(sys.executable).parent / "kfp-gpu"), "--version"],
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    assert __version__ in out.split()
+
+
+def test_the_trainjob_runtime_default_is_the_one_local_mpijob_md_names():
+    """docs/local-mpijob.md: "--runtime defaults to this checkout's
+    manifests/trainer/horovod-runtime.yaml (the ClusterTrainingRuntime kfp-gpu-horovod)"."""
+    import yaml
+
+    text = (REPO / "docs" / "local-mpijob.md").read_text(encoding="utf-8")
+    assert ("`--runtime` defaults to this checkout's `manifests/trainer/horovod-runtime.yaml` "
+            "(the\nClusterTrainingRuntime `kfp-gpu-horovod`)") in text
+    doc = yaml.safe_load((REPO / "manifests/trainer/horovod-runtime.yaml").read_text())
+    assert (doc["kind"], doc["metadata"]["name"]) == ("ClusterTrainingRuntime", "kfp-gpu-horovod")
+    from kfp_gpu.cli import run_local
+
+    assert run_local.DEFAULT_RUNTIME_FILE == REPO / "manifests/trainer/horovod-runtime.yaml"

@@ -1,16 +1,17 @@
 """Fixtures for tests on the real control plane (marker ``cluster``): see README.md here.
 
-``plane`` is one control plane per test session: the one ``make cluster-up`` left running
-(in ``$KFP_GPU_CLUSTER_DIR``, default ~/.cache/kfp-gpu/cluster) if it answers, else one
-brought up in a temporary folder and taken down when the session ends. Binaries come from
-testcluster/build.sh; where they are absent the tests are skipped with that
-reason, and with ``CI=true`` they fail instead (CI builds them first).
+``plane`` (tests/conftest.py, shared with the docs' ``# needs: cluster`` blocks) is one
+control plane per test session: the one ``make cluster-up`` left running (in
+``$KFP_GPU_CLUSTER_DIR``, default ~/.cache/kfp-gpu/cluster) if it answers, else one
+brought up in a temporary folder and taken down when the session ends. The fixtures here
+add its tiers (JobSet and Trainer, Kueue, the real node); where a tier's binaries are
+absent its tests are skipped with that reason, and with ``CI=true`` they fail instead (CI
+builds them first; :func:`tests.cluster.tiers.unavailable`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,71 +21,15 @@ import pytest
 
 from testcluster import controlplane
 from tests.cluster import kube, objects
-from tests.containers.conftest import docker_client, image, in_ci, mark_under  # noqa: F401
+from tests.cluster.tiers import unavailable
+from tests.containers.conftest import mark_under
 
 HERE = Path(__file__).resolve().parent
-
-
-#: How .ci/control-plane.sh names a tier it skipped for CI's time budget, in
-#: ``$KFP_GPU_CP_SKIPPED`` (one line per tier: ``tier2: not built (time budget): ...``).
-BUDGET_SKIP = "not built (time budget)"
-
-
-def unavailable(reason: str, tier: str) -> None:
-    """The one rule for a fixture of control-plane ``tier`` ("tier1", "tier2", "tier3",
-    "node")
-    whose binaries are missing; never returns.
-
-    - .ci/control-plane.sh skipped the tier for CI's time budget (a line
-      ``<tier>: not built (time budget): ...`` in ``$KFP_GPU_CP_SKIPPED``): skip with
-      that line, under CI too;
-    - else under ``CI=true``: fail -- the cluster tests must run there, and a tier whose
-      build failed has already failed .ci/run (a line of any other kind, e.g. an older
-      ``tier2: build failed``, does not skip);
-    - else (a developer's machine without the binaries): skip with ``reason``.
-
-    Raises:
-        pytest.skip.Exception, pytest.fail.Exception (``Failed``): as above.
-    """
-    for line in os.environ.get("KFP_GPU_CP_SKIPPED", "").splitlines():
-        if line.startswith(f"{tier}: {BUDGET_SKIP}"):
-            pytest.skip(f"CI skipped control-plane {line.strip()}")
-    if in_ci():
-        pytest.fail(f"{reason} (CI=true: the cluster tests must run; {tier} was not "
-                    "skipped for time, so it must be built)", pytrace=False)
-    pytest.skip(reason)
 
 
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/cluster carries the ``cluster`` marker."""
     mark_under(HERE, pytest.mark.cluster, items)
-
-
-@pytest.fixture(scope="session")
-def plane(tmp_path_factory) -> Iterator[controlplane.Plane]:
-    """The running control plane (see the module doc)."""
-    shared = Path(os.environ.get("KFP_GPU_CLUSTER_DIR") or controlplane.DEFAULT_DIR)
-    if (shared / "kubeconfig").exists():
-        try:
-            running = controlplane.attach(shared)
-        except controlplane.Unavailable as e:
-            unavailable(str(e), "tier1")
-        if running.kubectl("get", "--raw", "/readyz", check=False).returncode == 0:
-            yield running
-            return
-        if os.environ.get("KFP_GPU_CLUSTER_DIR"):
-            pytest.fail(f"the control plane in {shared} does not answer: make cluster-down "
-                        "and cluster-up again", pytrace=False)
-    try:
-        controlplane.binaries()
-    except controlplane.Unavailable as e:
-        unavailable(str(e), "tier1")
-    where = tmp_path_factory.mktemp("control-plane")
-    p = controlplane.up(where, name=f"kfp-gpu-{uuid.uuid4().hex[:6]}")
-    try:
-        yield p
-    finally:
-        controlplane.down(where, p.name)
 
 
 @pytest.fixture(scope="session")
@@ -193,7 +138,7 @@ NODE_IMAGES = ("horovod", "launcher", "trainer")
 
 
 @pytest.fixture(scope="session")
-def node_image(real_node, docker_client, image):  # noqa: F811 - the imported fixtures
+def node_image(real_node, docker_client, image):
     """``node_image(name)`` -> the ref of built image ``name`` (horovod, launcher,
     trainer), copied from the Docker engine into the real node's containerd on first use
     (``docker save`` | ``ctr images import``: no registry). A copy the session started in

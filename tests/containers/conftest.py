@@ -10,17 +10,13 @@ the reason. See tests/containers/README.md.
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.containers.engine import (
-    LABEL,
     ContainerResult,
-    image_ref,
-    remove_labelled,
     run_container,
 )
 
@@ -49,50 +45,6 @@ def mark_under(folder: Path, marker, items) -> None:
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/containers carries the ``container`` marker."""
     mark_under(HERE, pytest.mark.container, items)
-
-
-@pytest.fixture(scope="session")
-def docker_client() -> Iterator[object]:
-    """A ``docker.DockerClient`` for the engine at ``DOCKER_HOST`` (pinged once).
-
-    Containers the tests start carry the label ``kfp-gpu-test=<session id>``; whatever is
-    left of them (and of networks with that label) is removed when the session ends.
-    """
-    try:
-        import docker
-    except ImportError:
-        unavailable("the docker Python SDK is not installed (dev extra: pip install -e '.[dev]')")
-    where = os.environ.get("DOCKER_HOST", "(DOCKER_HOST unset: the default socket)")
-    try:
-        client = docker.from_env(timeout=300)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        unavailable(f"no Docker engine at {where}: {exc} (start one: scripts/dockerd.sh start)")
-    session = uuid.uuid4().hex[:12]
-    client.kfp_gpu_session = session  # read by run_container's labels
-    yield client
-    remove_labelled(client, {LABEL: session})
-    client.close()
-
-
-@pytest.fixture(scope="session")
-def image(docker_client) -> Callable[[str], str]:
-    """``image(name)`` -> the local tag of built image ``name`` (trainer, horovod, launcher).
-
-    The tag is the reference the compiled YAML names (``<registry>/kfp-gpu-<name>:<version>``,
-    the default ImageSet). A missing image skips the test (fails it under CI).
-    """
-    import docker
-
-    def _image(name: str) -> str:
-        ref = image_ref(name)
-        try:
-            docker_client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            unavailable(f"image {ref} is not built (make images-local)")
-        return ref
-
-    return _image
 
 
 @pytest.fixture(scope="session")
