@@ -1,6 +1,10 @@
 # kfp-gpu: one command to set up and run the main job, one to run the tests.
 DATA_DIR ?= ../shared/data
 PYTEST_ARGS ?=
+# Two pytest-xdist workers: the tests of the one test control plane in one, the Docker
+# engine's in the other, the rest wherever a worker is free (conftest.py XDIST_GROUPS).
+# PYTEST_XDIST= runs everything in one process.
+PYTEST_XDIST ?= -n 2 --dist loadgroup
 
 .PHONY: setup run test compile check lint images images-local test-containers \
 	control-plane cluster-up cluster-down
@@ -17,7 +21,7 @@ run: setup
 	.venv/bin/kfp-gpu run imdb-lstm --local --data-dir $(DATA_DIR)
 
 test: setup
-	.venv/bin/pytest $(PYTEST_ARGS)
+	.venv/bin/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 compile: setup
 	.venv/bin/kfp-gpu compile

@@ -59,18 +59,34 @@ def kfp_client_env(monkeypatch, tmp_path):
 
 #: ``pytest -n 2 --dist loadgroup`` (pytest-xdist; ``make test``): the tests that share one
 #: test control plane (marker cluster or node: its mpi-operator binds port 8080, so one plane
-#: per machine runs it) run in one worker, those that share the built images' registry and
-#: the engine's module fixtures (marker container) in one worker; the rest go to whichever
-#: worker is free. Without xdist the marks do nothing.
+#: per machine runs it) run in one worker, those that share the engine's session fixtures
+#: and the test registry (marker container) in one worker; every other module's tests stay
+#: together (as ``--dist loadfile``: a module fixture is made once). A docs page's blocks
+#: stay together too (a block may use a file an earlier block wrote), in the group of the
+#: strongest need among them. Without xdist the marks do nothing.
 XDIST_GROUPS = (("plane", ("cluster", "node")), ("engine", ("container",)))
+
+
+def _xdist_group(item) -> str:
+    for group, markers in XDIST_GROUPS:
+        if any(item.get_closest_marker(m) for m in markers):
+            return group
+    return f"module:{item.nodeid.split('::', 1)[0]}"
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Put each test in its xdist group (:data:`XDIST_GROUPS`), after every conftest has
-    added its markers."""
+    added its markers; a docs page's blocks (``test_block[PAGE:LINE]``) in one group."""
+    pages: dict[str, list] = {}
     for item in items:
-        for group, markers in XDIST_GROUPS:
-            if any(item.get_closest_marker(m) for m in markers):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        spec = getattr(item, "callspec", None)
+        if item.nodeid.startswith("tests/test_docs_run.py::test_block[") and spec:
+            pages.setdefault(spec.params["doc"], []).append(item)
+            continue
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+    for page, blocks in pages.items():
+        groups = {_xdist_group(b) for b in blocks}
+        group = next((g for g, _ in XDIST_GROUPS if g in groups), f"docs:{page}")
+        for b in blocks:
+            b.add_marker(pytest.mark.xdist_group(group))
