@@ -2,7 +2,7 @@
 DATA_DIR ?= ../shared/data
 PYTEST_ARGS ?=
 # Two pytest-xdist workers: the tests of the one test control plane in one, the Docker
-# engine's in the other, the rest wherever a worker is free (conftest.py XDIST_GROUPS).
+# engine's in the other, the rest wherever a worker is free (conftest.py xdist_group).
 # PYTEST_XDIST= runs everything in one process.
 PYTEST_XDIST ?= -n 2 --dist loadgroup
 

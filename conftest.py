@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -58,35 +60,51 @@ def kfp_client_env(monkeypatch, tmp_path):
 
 
 #: ``pytest -n 2 --dist loadgroup`` (pytest-xdist; ``make test``): the tests that share one
-#: test control plane (marker cluster or node: its mpi-operator binds port 8080, so one plane
-#: per machine runs it) run in one worker, those that share the engine's session fixtures
-#: and the test registry (marker container) in one worker; every other module's tests stay
-#: together (as ``--dist loadfile``: a module fixture is made once). A docs page's blocks
-#: stay together too (a block may use a file an earlier block wrote), in the group of the
-#: strongest need among them. Without xdist the marks do nothing.
-XDIST_GROUPS = (("plane", ("cluster", "node")), ("engine", ("container",)))
+#: test control plane (tests/cluster: its mpi-operator binds port 8080, so one plane per
+#: machine runs it) run in one worker, those that share the engine's session fixtures and
+#: the test registry (tests/containers) in one worker; every other module's tests stay
+#: together (as ``--dist loadfile``: a module fixture is made once), and so do a docs
+#: page's blocks (a block may use a file an earlier block wrote), in the plane's or the
+#: engine's group where a block of the page needs either (``# needs:`` cluster, or docker
+#: / registry: tests/doc_needs.py). Without xdist nothing changes.
+XDIST_FOLDERS = (("plane", "tests/cluster/"), ("engine", "tests/containers/"))
+XDIST_PAGE_NEEDS = (("plane", {"cluster"}), ("engine", {"docker", "registry"}))
+_DOC_BLOCK = re.compile(r"^tests/test_docs_run\.py::test_block\[(?P<page>.+):\d+\]$")
 
 
-def _xdist_group(item) -> str:
-    for group, markers in XDIST_GROUPS:
-        if any(item.get_closest_marker(m) for m in markers):
+def xdist_group(nodeid: str) -> str:
+    """The xdist group of the test ``nodeid`` (see :data:`XDIST_FOLDERS`)."""
+    path = nodeid.split("::", 1)[0]
+    for group, folder in XDIST_FOLDERS:
+        if path.startswith(folder):
             return group
-    return f"module:{item.nodeid.split('::', 1)[0]}"
+    block = _DOC_BLOCK.match(nodeid)
+    if block:
+        return _page_group(block["page"])
+    return f"module:{path}"
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items):
-    """Put each test in its xdist group (:data:`XDIST_GROUPS`), after every conftest has
-    added its markers; a docs page's blocks (``test_block[PAGE:LINE]``) in one group."""
-    pages: dict[str, list] = {}
-    for item in items:
-        spec = getattr(item, "callspec", None)
-        if item.nodeid.startswith("tests/test_docs_run.py::test_block[") and spec:
-            pages.setdefault(spec.params["doc"], []).append(item)
-            continue
-        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
-    for page, blocks in pages.items():
-        groups = {_xdist_group(b) for b in blocks}
-        group = next((g for g, _ in XDIST_GROUPS if g in groups), f"docs:{page}")
-        for b in blocks:
-            b.add_marker(pytest.mark.xdist_group(group))
+@functools.cache
+def _page_group(page: str) -> str:
+    from tests.doc_needs import NEEDS_LINE
+
+    words = {w for line in NEEDS_LINE.findall((REPO / page).read_text())
+             for w in line.split("--", 1)[0].split()}
+    return next((g for g, needs in XDIST_PAGE_NEEDS if needs & words), f"docs:{page}")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` by :func:`xdist_group`. pytest-xdist 3.8's own loadgroup reads
+    ``xdist_group`` marks by rewriting node ids, which pytest 9.2's structured node ids
+    ignore, so every test would be scheduled alone (pytest-dev/pytest-xdist issue 1386,
+    fix PR 1388 open); its scope scheduler (xdist/scheduler/loadscope.py) takes the group
+    from the node id instead, through its ``_split_scope``."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return GroupScheduling(config, log)
