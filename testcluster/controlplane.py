@@ -39,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -392,6 +393,15 @@ def is_plane_dir(dir: Path) -> bool:
     """Whether ``dir`` holds (or held) a plane :func:`up` made: one of
     :data:`PLANE_MARKS` is in it."""
     return any((Path(dir) / m).exists() for m in PLANE_MARKS)
+
+
+def scratch_dir(prefix: str = "kfp-gpu-plane-") -> Path:
+    """A new, empty folder for a plane in the system's temporary folder, with a path short
+    enough for the real node's unix sockets (:data:`testcluster.node_config.UNIX_PATH_MAX`)
+    wherever the caller's own temporary folders lie (pytest-xdist's are one level deeper,
+    which once put the DRA plugin's registrar socket at 110 bytes). :func:`down` removes
+    it."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
 
 
 def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:

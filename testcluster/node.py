@@ -53,7 +53,7 @@ CNI_CACHE = Path("/var/lib/cni/results")
 #: and restored when its last one is gone (they are the host's, not a namespace's).
 SYSCTL_FILE = Path("/run/kfp-gpu/node-sysctls.json")
 #: dra-example-driver's device class (deployments/helm/.../deviceclass.yaml) and driver.
-DRA_DEVICE_CLASS = "gpu.example.com"
+DRA_DEVICE_CLASS = cfg.DRA_DRIVER
 
 
 class NodeError(RuntimeError):
@@ -172,8 +172,13 @@ def up(plane, *, index: int | None = None, gpus: int = 4) -> None:
             so :func:`down` removes it.
     """
     d = plane.dir
-    addrs = cfg.Addresses(free_index() if index is None else index)
     paths = cfg.Paths(d / "node")
+    long = cfg.too_long_sockets(paths)
+    if long:
+        raise NodeError(f"the plane's folder {d} is too long for the node's unix sockets "
+                        f"(at most {cfg.UNIX_PATH_MAX} bytes): {', '.join(long)}; bring the "
+                        "plane up in a shorter folder (--dir)")
+    addrs = cfg.Addresses(free_index() if index is None else index)
     for p in (paths.config, paths.cni_conf, paths.cni_ipam, paths.cdi, paths.pod_logs,
               paths.kubelet_root):
         p.mkdir(parents=True, exist_ok=True)

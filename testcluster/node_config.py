@@ -114,6 +114,30 @@ class Paths:
         return self.root / "config"
 
 
+#: The longest path a unix socket may have: ``sockaddr_un.sun_path`` holds 108 bytes with
+#: the terminating NUL (unix(7)); a longer one makes the bind fail.
+UNIX_PATH_MAX = 107
+#: dra-example-driver's driver name (its DeviceClass is named after it).
+DRA_DRIVER = "gpu.example.com"
+
+
+def sockets(paths: Paths) -> list[Path]:
+    """The unix sockets the node binds under ``paths.root``: containerd's and its ttrpc
+    socket, and the DRA kubelet plugin's registrar and service sockets
+    (sigs.k8s.io/dra-example-driver v0.2.1 ``cmd/dra-example-kubeletplugin/health.go``:
+    ``<registrar dir>/<driver>-reg.sock``, ``<plugins dir>/<driver>/dra.sock``)."""
+    return [paths.containerd_sock, Path(f"{paths.containerd_sock}.ttrpc"),
+            paths.kubelet_root / "plugins_registry" / f"{DRA_DRIVER}-reg.sock",
+            paths.kubelet_root / "plugins" / DRA_DRIVER / "dra.sock"]
+
+
+def too_long_sockets(paths: Paths) -> list[str]:
+    """The sockets of :func:`sockets` whose path is longer than :data:`UNIX_PATH_MAX`
+    bytes, as ``"PATH (N bytes)"``; [] when the node's folder is short enough."""
+    return [f"{p} ({len(str(p).encode())} bytes)" for p in sockets(paths)
+            if len(str(p).encode()) > UNIX_PATH_MAX]
+
+
 def _toml_str(s: str | Path) -> str:
     return json.dumps(str(s))  # a JSON string is a valid TOML basic string
 

@@ -8,6 +8,7 @@ container tests have their own conftest.py below for the rest."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -75,7 +76,7 @@ def image(docker_client) -> Callable[[str], str]:
 
 
 @pytest.fixture(scope="session")
-def plane(tmp_path_factory) -> Iterator[controlplane.Plane]:
+def plane() -> Iterator[controlplane.Plane]:
     """The running control plane: the one ``make cluster-up`` left running (in
     ``$KFP_GPU_CLUSTER_DIR``, default ~/.cache/kfp-gpu/cluster) if it answers, else one
     brought up in a temporary folder and taken down when the session ends. Binaries come
@@ -97,8 +98,13 @@ def plane(tmp_path_factory) -> Iterator[controlplane.Plane]:
         controlplane.binaries()
     except controlplane.Unavailable as e:
         tier_unavailable(str(e), "tier1")
-    where = tmp_path_factory.mktemp("control-plane")
-    p = controlplane.up(where, name=f"kfp-gpu-{uuid.uuid4().hex[:6]}")
+    where = controlplane.scratch_dir()  # short: the real node's sockets live under it
+    try:
+        p = controlplane.up(where, name=f"kfp-gpu-{uuid.uuid4().hex[:6]}")
+    except BaseException:
+        with contextlib.suppress(Exception):  # what up made; the error is up's
+            controlplane.down(where)
+        raise
     try:
         yield p
     finally:

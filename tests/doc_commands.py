@@ -30,7 +30,10 @@ TOP = tuple(p.name for p in REPO.iterdir() if not p.name.startswith(".git"))
 #: Folders commands write into (made by an earlier command, not part of the checkout).
 GENERATED = ("build/", "local_outputs/")
 #: Variables of this process the docs' commands must not see (the sandbox's own apply).
-UNSET = ("KFP_GPU_DATA_DIR", "KUBECONFIG", "REGISTRY", "KFP_HOST")
+UNSET = ("KFP_GPU_DATA_DIR", "KUBECONFIG", "REGISTRY", "KFP_HOST",
+         # `make test` runs the suite: a docs `make ...` would be a sub-make, which prints
+         # "make[1]: Entering directory" lines a reader's top-level make does not
+         "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
 
 
 @dataclass

@@ -109,3 +109,22 @@ def test_every_mark_makes_a_plane_folder(tmp_path):
         (d / mark).write_text("")
         assert controlplane.is_plane_dir(d), mark
     assert not controlplane.is_plane_dir(tmp_path / "empty")
+
+
+def test_a_plane_folder_too_long_for_the_nodes_sockets_is_refused_before_anything():
+    """CI found it (2026-11-28): under pytest-xdist the plane's folder lay one level deeper
+    and dra-example-driver's registrar socket came to 110 bytes, past sockaddr_un's 107, so
+    the plugin exited and every real-pod test erred. The node now refuses such a folder
+    first, naming the socket; :func:`controlplane.scratch_dir` gives a short one."""
+    from testcluster import controlplane, node_config
+
+    deep = Path("/tmp/pytest-of-root/pytest-212/popen-gw0/control-plane0")
+    long = node_config.too_long_sockets(node_config.Paths(deep / "node"))
+    registrar = f"{deep}/node/kubelet/plugins_registry/gpu.example.com-reg.sock"
+    assert long == [f"{registrar} (110 bytes)"]
+    short = controlplane.scratch_dir()
+    try:
+        assert node_config.too_long_sockets(node_config.Paths(short / "node")) == []
+        assert short.is_dir() and not any(short.iterdir())
+    finally:
+        short.rmdir()

@@ -36,8 +36,8 @@ def processes_mentioning(text: str) -> list[str]:
     return out
 
 
-def test_down_leaves_nothing_of_the_node(real_node, tier2, tmp_path_factory):
-    where = tmp_path_factory.mktemp("node-down")
+def test_down_leaves_nothing_of_the_node(real_node, tier2):
+    where = controlplane.scratch_dir("kfp-gpu-node-down-")
     plane = controlplane.up(where, name=f"kfp-gpu-{uuid.uuid4().hex[:6]}", node=True,
                             mpi_operator=False)
     state = json.loads(node.state_file(where).read_text())
