@@ -218,14 +218,25 @@ def _fake_page(tmp_path: Path, text: str):
     return list(document)
 
 
+def _passes(tmp_path: Path, text: str) -> None:
+    """The one block of page ``text`` evaluates without an error."""
+    (ex,) = _fake_page(tmp_path, text)
+    ex.evaluate()
+
+
+def _fails(tmp_path: Path, text: str, match: str) -> None:
+    """The one block of page ``text`` fails with an AssertionError matching ``match``."""
+    (ex,) = _fake_page(tmp_path, text)
+    with pytest.raises(AssertionError, match=match):
+        ex.evaluate()
+
+
 def test_a_console_block_with_a_wrong_number_fails(tmp_path):
     def page(shown: str) -> str:
         return f"```console\n$ echo 'accuracy: 0.84 (25000 examples)'\n{shown}\n```\n"
 
-    (ex,) = _fake_page(tmp_path, page("accuracy: <F> (25000 examples)"))
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, page("accuracy: 0.84 (25000 examples)"))
-    ex.evaluate()
+    _passes(tmp_path, page("accuracy: <F> (25000 examples)"))
+    _passes(tmp_path, page("accuracy: 0.84 (25000 examples)"))
     for wrong in ("accuracy: <F> (300 examples)",  # a wrong number
                   "accuracy: 0.85 (25000 examples)",  # a number is literal unless it says <F>
                   "accuracy: <N> (25000 examples)"):  # <N> is an integer
@@ -235,63 +246,42 @@ def test_a_console_block_with_a_wrong_number_fails(tmp_path):
 
 
 def test_a_console_block_fails_on_lines_it_does_not_show_and_on_a_wrong_exit(tmp_path):
-    (ex,) = _fake_page(tmp_path, "```console\n$ printf 'a\\nb\\n'\na\n```\n")
-    with pytest.raises(AssertionError, match="not show"):
-        ex.evaluate()
-    (ex,) = _fake_page(tmp_path, "```console\n$ printf 'a\\nb\\n'\na\n...\n```\n")
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, "```console\n$ false  # exit 2\n```\n")
-    with pytest.raises(AssertionError, match="exited 1, the page says 2"):
-        ex.evaluate()
+    _fails(tmp_path, "```console\n$ printf 'a\\nb\\n'\na\n```\n", "not show")
+    _passes(tmp_path, "```console\n$ printf 'a\\nb\\n'\na\n...\n```\n")
+    _fails(tmp_path, "```console\n$ false  # exit 2\n```\n", "exited 1, the page says 2")
     # one session: a variable set by one command is there for the next
-    (ex,) = _fake_page(tmp_path, "```console\n$ X=7\n$ echo $X\n7\n```\n")
-    ex.evaluate()
+    _passes(tmp_path, "```console\n$ X=7\n$ echo $X\n7\n```\n")
 
 
 def test_a_shell_block_runs_as_written_with_bash(tmp_path):
-    (ex,) = _fake_page(tmp_path, "```bash\ntest \"$(echo a | tr a b)\" = b && touch made\n```\n")
-    ex.evaluate()
+    _passes(tmp_path, "```bash\ntest \"$(echo a | tr a b)\" = b && touch made\n```\n")
     assert (tmp_path / "made").exists()
     (ex,) = _fake_page(tmp_path, "```bash\nfalse | true\ntouch not-made\n```\n")
     with pytest.raises(AssertionError, match="exited 1"):  # -o pipefail, -e
         ex.evaluate()
     assert not (tmp_path / "not-made").exists()
-    (ex,) = _fake_page(tmp_path, "```bash\nkfp-gpu compile --no-such-option  # exit 2\n```\n")
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, "```bash\nkfp-gpu --version  # exit 2\n```\n")
-    with pytest.raises(AssertionError, match="exited 1"):
-        ex.evaluate()
+    _passes(tmp_path, "```bash\nkfp-gpu compile --no-such-option  # exit 2\n```\n")
+    _fails(tmp_path, "```bash\nkfp-gpu --version  # exit 2\n```\n", "exited 1")
 
 
 def test_needs_words_are_a_fixed_vocabulary(tmp_path):
-    (ex,) = _fake_page(tmp_path, "```bash\n# needs: a GPU\nnvidia-smi\n```\n")
-    with pytest.raises(AssertionError, match="unknown"):
-        ex.evaluate()
+    _fails(tmp_path, "```bash\n# needs: a GPU\nnvidia-smi\n```\n", "unknown")
     (ex,) = _fake_page(tmp_path, "```bash\n# needs: gpu -- the benchmark\n"
                                  "python benchmarks/gpu_share_bench.py --k 4\n```\n")
     with pytest.raises(pytest.skip.Exception, match="needs gpu"):
         ex.evaluate()
     # a line that could run is not held back by a neighbour that cannot
-    (ex,) = _fake_page(tmp_path, "```bash\n# needs: kfp\nkfp-gpu compile -o build/x\n"
-                                 "kfp-gpu submit imdb-lstm --host https://k\n```\n")
-    with pytest.raises(AssertionError, match="block of its own"):
-        ex.evaluate()
+    _fails(tmp_path, "```bash\n# needs: kfp\nkfp-gpu compile -o build/x\n"
+                                 "kfp-gpu submit imdb-lstm --host https://k\n```\n", "block of its own")
     # a command that needs a capability its block does not name
-    (ex,) = _fake_page(tmp_path, "```bash\nkubectl apply -k manifests/rbac\n```\n")
-    with pytest.raises(AssertionError, match=r"needs \['cluster'\]"):
-        ex.evaluate()
+    _fails(tmp_path, "```bash\nkubectl apply -k manifests/rbac\n```\n", r"needs \['cluster'\]")
     # a synopsis is checked, not run
-    (ex,) = _fake_page(tmp_path, "<!-- docs-test: synopsis -->\n```bash\n"
+    _passes(tmp_path, "<!-- docs-test: synopsis -->\n```bash\n"
                                  "kfp-gpu mpijob run-local FILE [--keep]\n```\n")
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, "<!-- docs-test: synopsis -->\n```bash\n"
-                                 "kfp-gpu mpijob run-local FILE [--kept]\n```\n")
-    with pytest.raises(AssertionError, match="no option --kept"):
-        ex.evaluate()
+    _fails(tmp_path, "<!-- docs-test: synopsis -->\n```bash\n"
+                                 "kfp-gpu mpijob run-local FILE [--kept]\n```\n", "no option --kept")
     # a skipped block's commands are still checked
-    (ex,) = _fake_page(tmp_path, "```bash\n# needs: kfp\nkfp-gpu submit imdb-lstm --hots x\n```\n")
-    with pytest.raises(AssertionError, match="no option --hots"):
-        ex.evaluate()
+    _fails(tmp_path, "```bash\n# needs: kfp\nkfp-gpu submit imdb-lstm --hots x\n```\n", "no option --hots")
 
 
 def test_yaml_blocks_are_compared_with_their_source_or_say_they_illustrate(tmp_path):
@@ -299,22 +289,12 @@ def test_yaml_blocks_are_compared_with_their_source_or_say_they_illustrate(tmp_p
             "kind: Role\nmetadata: {name: kfp-gpu-launcher, namespace: kubeflow}\n"
             "rules:\n- {apiGroups: [kubeflow.org], resources: [mpijobs], verbs: [create, get, "
             "list, watch, delete, patch]}\n- ...\n```\n")
-    (ex,) = _fake_page(tmp_path, role)
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, role.replace("delete, patch", "patch"))
-    with pytest.raises(AssertionError, match="verbs"):
-        ex.evaluate()
-    (ex,) = _fake_page(tmp_path, role.replace("- ...\n", ""))
-    with pytest.raises(AssertionError, match="items shown"):
-        ex.evaluate()
-    (ex,) = _fake_page(tmp_path, "```yaml\na: 1\n```\n")
-    with pytest.raises(AssertionError, match="illustration"):
-        ex.evaluate()
-    (ex,) = _fake_page(tmp_path, "<!-- docs-test: illustration -->\n\n```yaml\na: 1\n```\n")
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, "<!-- docs-test: source=python:{'a': 2} -->\n```yaml\na: 1\n```\n")
-    with pytest.raises(AssertionError, match="shown 1, generated 2"):
-        ex.evaluate()
+    _passes(tmp_path, role)
+    _fails(tmp_path, role.replace("delete, patch", "patch"), "verbs")
+    _fails(tmp_path, role.replace("- ...\n", ""), "items shown")
+    _fails(tmp_path, "```yaml\na: 1\n```\n", "illustration")
+    _passes(tmp_path, "<!-- docs-test: illustration -->\n\n```yaml\na: 1\n```\n")
+    _fails(tmp_path, "<!-- docs-test: source=python:{'a': 2} -->\n```yaml\na: 1\n```\n", "shown 1, generated 2")
 
 
 def test_compiled_and_shipped_sources(tmp_path):
@@ -322,18 +302,12 @@ def test_compiled_and_shipped_sources(tmp_path):
     page = ("<!-- docs-test: source=compile:components/train_resnet_horovod/component.yaml"
             "#root/inputDefinitions/parameters/backend -->\n```yaml\n"
             "{defaultValue: mpijob, parameterType: STRING}\n```\n")
-    (ex,) = _fake_page(tmp_path, page)
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, page.replace("mpijob,", "trainjob,"))
-    with pytest.raises(AssertionError, match="shown 'trainjob', generated 'mpijob'"):
-        ex.evaluate()
+    _passes(tmp_path, page)
+    _fails(tmp_path, page.replace("mpijob,", "trainjob,"), "shown 'trainjob', generated 'mpijob'")
     page = ("<!-- docs-test: source=file:manifests/trainer/horovod-runtime.yaml -->\n```yaml\n"
             "{kind: ClusterTrainingRuntime, metadata: {name: kfp-gpu-horovod}}\n```\n")
-    (ex,) = _fake_page(tmp_path, page)
-    ex.evaluate()
-    (ex,) = _fake_page(tmp_path, page.replace("kfp-gpu-horovod", "kfp-gpu-mpi"))
-    with pytest.raises(AssertionError, match="none generated with that kind and name"):
-        ex.evaluate()
+    _passes(tmp_path, page)
+    _fails(tmp_path, page.replace("kfp-gpu-horovod", "kfp-gpu-mpi"), "none generated with that kind and name")
 
 
 def test_a_layout_names_what_exists_and_every_package():

@@ -63,14 +63,13 @@ def stop_launches(request) -> Iterator[None]:
 
     before = set(jobs.LIVE)
     yield
-    left = [t for t in jobs.LIVE - before if t.is_alive()]
-    if not left:
-        jobs.LIVE.difference_update(jobs.LIVE - before)
-        return
-    admin = request.getfixturevalue("api")
-    stuck = [t.job["metadata"]["name"] for t in left if not t.stop(admin)]
-    jobs.LIVE.difference_update(jobs.LIVE - before)
-    assert not stuck, f"launcher threads still running after their job was deleted: {stuck}"
+    mine = jobs.LIVE - before
+    jobs.LIVE.difference_update(mine)
+    left = [t for t in mine if t.is_alive()]
+    if left:
+        admin = request.getfixturevalue("api")
+        stuck = [t.job["metadata"]["name"] for t in left if not t.stop(admin)]
+        assert not stuck, f"launcher threads still running after their job was deleted: {stuck}"
 
 
 @pytest.fixture(scope="session")
