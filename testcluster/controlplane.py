@@ -163,15 +163,31 @@ class Plane:
         return f.exists() and _alive(int(f.read_text()))
 
     # ------------------------------------------------------------ operators
-    def start_mpi_operator(self, gang_scheduling: str = "") -> None:
-        """mpi-operator v0.8.2 out of cluster, waiting until it leads (its Lease)."""
+    def start_mpi_operator(self, gang_scheduling: str = "", own_network: bool = False) -> None:
+        """mpi-operator v0.8.2 out of cluster, waiting until it leads (its Lease).
+
+        ``gang_scheduling``: its ``--gang-scheduling`` scheduler name
+        (cmd/mpi-operator/app/options/options.go). ``own_network``: run it in a network
+        namespace of its own (:func:`testcluster.netns.create_for`, removed by
+        :func:`down`), reaching the API server on the veth's host end, so that it can run
+        while another plane's operator holds ``:8080`` (server.go ``healthCheckPort``)."""
         argv = [str(self.bins["mpi-operator"] / "mpi-operator"),
                 "--lock-namespace=mpi-operator", "--kube-api-qps=50", "--kube-api-burst=100",
                 "--threadiness=2"]
         if gang_scheduling:
             argv.append(f"--gang-scheduling={gang_scheduling}")
+        env = {}
+        if own_network:
+            from testcluster import netns, node_config
+
+            net = netns.create_for(self.dir)
+            kc = self.dir / "mpi-operator-kubeconfig"
+            kc.write_text(yaml.safe_dump(node_config.node_kubeconfig(
+                yaml.safe_load(self.kubeconfig.read_text()), net.host_ip)))
+            argv = [*net.enter(), *argv]
+            env["KUBECONFIG"] = str(kc)  # server.go: $KUBECONFIG wins over --kubeConfig
         before = self.lease_holder("mpi-operator", "mpi-operator")
-        self.start_process("mpi-operator", argv)
+        self.start_process("mpi-operator", argv, env)
         # v0.8.2 does not release its Lease on exit (no ReleaseOnCancel: app/server.go), so
         # a restarted operator leads only once the old holder's 15 s lease has expired.
         self.wait_for_lease("mpi-operator", "mpi-operator", "mpi-operator", before)
@@ -429,6 +445,10 @@ def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
         print(f"  node: {line}", file=sys.stderr)
     for f in sorted((dir / "pids").glob("*.pid")) if (dir / "pids").exists() else []:
         plane.stop_process(f.stem)
+    from testcluster import netns
+
+    for line in netns.remove_recorded(dir):
+        print(f"  operators: {line}", file=sys.stderr)
     try:
         plane.bins = binaries(("k8s", "kwok"))
     except Unavailable:

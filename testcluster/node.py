@@ -41,6 +41,7 @@ from pathlib import Path
 
 import yaml
 
+from testcluster import netns
 from testcluster import node_config as cfg
 
 #: Kubernetes' pause source in the module cache (the image the CRI runs each pod around).
@@ -257,16 +258,8 @@ def _ca_pem(kubeconfig: dict) -> str:
 
 
 def _network(a: cfg.Addresses) -> None:
-    _run("ip", "netns", "add", a.netns)
-    _run("ip", "link", "add", a.host_if, "type", "veth", "peer", "name", "eth0", "netns",
-         a.netns)
-    _run("ip", "addr", "add", f"{a.host_ip}/30", "dev", a.host_if)
-    _run("ip", "link", "set", a.host_if, "up")
-    for argv in (("ip", "addr", "add", f"{a.node_ip}/30", "dev", "eth0"),
-                 ("ip", "link", "set", "eth0", "up"), ("ip", "link", "set", "lo", "up"),
-                 ("ip", "route", "add", "default", "via", a.host_ip),
-                 ("sysctl", "-qw", "net.ipv4.ip_forward=1")):
-        _run("ip", "netns", "exec", a.netns, *argv)
+    netns.make(a.netns, a.host_if, a.host_ip, a.node_ip)
+    _run("ip", "netns", "exec", a.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 
 
 def _cgroup_hierarchies() -> list[Path]:
@@ -399,12 +392,7 @@ def down(plane) -> list[str]:
     n = _unmount_under(root)
     if n:
         done.append(f"unmounted {n} mounts")
-    if Path(f"/run/netns/{s['netns']}").exists():
-        _run("ip", "netns", "del", s["netns"], check=False)
-        done.append(f"deleted netns {s['netns']}")
-    if Path(f"/sys/class/net/{s['host_if']}").exists():
-        _run("ip", "link", "del", s["host_if"], check=False)
-        done.append(f"deleted veth {s['host_if']}")
+    done += netns.remove(s["netns"], s["host_if"])
     n = _remove_cgroups(s["cgroup_root"])
     if n:
         done.append(f"removed {n} cgroups")

@@ -267,7 +267,8 @@ def corefile(addrs: Addresses, kubeconfig: Path) -> str:
 
 
 def node_kubeconfig(admin: dict, host_ip: str) -> dict:
-    """The plane's admin kubeconfig re-pointed for the node's daemons: the API server on
+    """The plane's admin kubeconfig re-pointed for a process in a network namespace (the
+    node's daemons, an operator's: :mod:`testcluster.netns`): the API server on
     the host end of the veth (it binds 0.0.0.0), its certificate checked for
     ``localhost`` (kwokctl's certificate names 127.0.0.1 and localhost:
     pkg/kwokctl/pki/pki.go DefaultAltNames)."""

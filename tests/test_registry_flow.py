@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -31,12 +32,14 @@ OUR_IMAGE = re.compile(r"[\w.:/\[\]-]*kfp-gpu-(?:trainer|horovod|launcher):[\w][
 runner = CliRunner()
 
 
+#: Where compiled() writes; removed when the test process exits (weakref.finalize).
+_OUT = tempfile.TemporaryDirectory(prefix="kfp-gpu-registry-flow-")
+
+
 @cache
 def compiled(env_registry: bool = False) -> Path:
     """DIR after `kfp-gpu compile --registry R -o DIR` (or with $KFP_GPU_REGISTRY=R)."""
-    import tempfile
-
-    out = Path(tempfile.mkdtemp(prefix="kfp-gpu-registry-flow-"))
+    out = Path(_OUT.name) / ("env" if env_registry else "option")
     args, env = ["compile", "-o", str(out)], {}
     if env_registry:
         env["KFP_GPU_REGISTRY"] = REGISTRY

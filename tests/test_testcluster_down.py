@@ -128,3 +128,44 @@ def test_a_plane_folder_too_long_for_the_nodes_sockets_is_refused_before_anythin
         assert short.is_dir() and not any(short.iterdir())
     finally:
         short.rmdir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"),
+                    reason="network namespaces need root and iproute2")
+def test_down_removes_the_operators_network_namespaces(tmp_path):
+    """An operator started with ``own_network`` (the gang test's mpi-operator) lives in a
+    namespace recorded in the plane's folder; ``down`` deletes it and its veth, read back
+    from /run/netns and /sys/class/net."""
+    from testcluster import netns
+
+    plane = tmp_path / "plane"
+    (plane / "pids").mkdir(parents=True)
+    a = netns.create_for(plane)
+    b = netns.create_for(plane)
+    try:
+        assert a.index != b.index and a.name != b.name
+        for net in (a, b):
+            assert Path(f"/run/netns/{net.name}").exists()
+            assert Path(f"/sys/class/net/{net.host_if}").exists()
+        inside = subprocess.run([*a.enter(), "ip", "-4", "-o", "addr", "show", "eth0"],
+                                capture_output=True, text=True, check=True).stdout
+        assert f"{a.inner_ip}/30" in inside
+        controlplane.down(plane)
+        for net in (a, b):
+            assert not Path(f"/run/netns/{net.name}").exists(), net.name
+            assert not Path(f"/sys/class/net/{net.host_if}").exists(), net.host_if
+        assert not plane.exists()
+    finally:
+        for net in (a, b):
+            netns.remove(net.name, net.host_if)
+
+
+def test_operator_network_names_fit_the_kernels_limits():
+    from testcluster import netns
+
+    for i in (0, 63):
+        net = netns.OperatorNetwork(i)
+        assert len(net.host_if) <= 15  # IFNAMSIZ - 1
+        assert net.host_ip.rsplit(".", 1)[0] == net.inner_ip.rsplit(".", 1)[0]
+    with pytest.raises(ValueError, match="0-63"):
+        netns.OperatorNetwork(64)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from testcluster import controlplane
-from tests.cluster import kube, objects
+from tests.cluster import kube, leftovers, objects
 from tests.cluster.tiers import unavailable
 from tests.containers.conftest import mark_under
 
@@ -72,6 +72,27 @@ def stop_launches(request) -> Iterator[None]:
         assert not stuck, f"launcher threads still running after their job was deleted: {stuck}"
 
 
+#: The objects session fixtures made on the plane (the Trainer runtime, CRDs, the real
+#: node's slices...): they stay for the session, so no module is blamed for them. Each
+#: session fixture that makes objects does so inside ``leftovers.noted(plane,
+#: SESSION_OBJECTS)`` (a conftest's pytest_fixture_setup hook is not called for session
+#: fixtures: their request's node is the session).
+SESSION_OBJECTS: set = set()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def leaves_the_plane_as_found(request, plane) -> Iterator[None]:
+    """Each module leaves the plane as it found it (:mod:`tests.cluster.leftovers`), so
+    every cluster test passes again on a plane that ran it (``make cluster-up`` once,
+    ``pytest -m cluster`` twice): the module's teardown fails with what it left or
+    removed."""
+    before = leftovers.snapshot(plane)
+    yield
+    left, removed = leftovers.difference(before, leftovers.snapshot(plane), SESSION_OBJECTS)
+    if left or removed:
+        pytest.fail(leftovers.describe(request.module.__name__, left, removed), pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def tier2(plane):
     """The plane with JobSet v0.12.0 and Trainer v2.3.0 running (started once, on demand)."""
@@ -81,7 +102,8 @@ def tier2(plane):
         plane.bins.update(controlplane.binaries(controlplane.TIER2))
     except controlplane.Unavailable as e:
         unavailable(str(e), "tier2")
-    operators.start_tier2(plane)
+    with leftovers.noted(plane, SESSION_OBJECTS):
+        operators.start_tier2(plane)
     return plane
 
 
@@ -93,15 +115,17 @@ def trainer_crds(plane) -> str:
     cluster-up`` runs it); returns the runtime's name."""
     from testcluster import modules
 
-    plane.apply(modules.crds("trainer"))
-    return objects.install_trainer_runtime(plane)
+    with leftovers.noted(plane, SESSION_OBJECTS):
+        plane.apply(modules.crds("trainer"))
+        return objects.install_trainer_runtime(plane)
 
 
 @pytest.fixture(scope="session")
 def trainer_runtime(tier2) -> str:
     """Tier 2 (JobSet, Trainer) running and the project's ClusterTrainingRuntime
     (manifests/trainer) applied; returns its name."""
-    return objects.install_trainer_runtime(tier2)
+    with leftovers.noted(tier2, SESSION_OBJECTS):
+        return objects.install_trainer_runtime(tier2)
 
 
 @pytest.fixture(scope="session")
@@ -114,7 +138,8 @@ def kueue(plane) -> controlplane.Plane:
         plane.bins.update(controlplane.binaries(controlplane.TIER3))
     except controlplane.Unavailable as e:
         unavailable(str(e), "tier3")
-    operators.start_tier3(plane)
+    with leftovers.noted(plane, SESSION_OBJECTS):
+        operators.start_tier3(plane)
     return plane
 
 
@@ -128,7 +153,8 @@ def real_node(plane) -> controlplane.Plane:
     except controlplane.Unavailable as e:
         unavailable(str(e), "node")
     if not controlplane.has_node(plane.dir):
-        controlplane.start_node(plane)
+        with leftovers.noted(plane, SESSION_OBJECTS):
+            controlplane.start_node(plane)
     return plane
 
 

@@ -12,6 +12,8 @@ CRDs; this asks the code that enforces them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import yaml
 
@@ -57,12 +59,22 @@ def shipped(plane, overlay: str) -> list[dict]:
 NO_CRD_HERE = {"NetworkAttachmentDefinition"}
 
 
+@pytest.fixture(scope="module")
+def made_namespaces(plane) -> Iterator[list[str]]:
+    """The namespaces the manifests name that this module created: deleted at its end."""
+    made: list[str] = []
+    yield made
+    for ns in made:
+        plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
 @pytest.mark.parametrize("overlay", [*OVERLAYS, "trainer"])
-def test_every_kustomize_output_is_accepted(plane, trainer_crds, overlay):
+def test_every_kustomize_output_is_accepted(plane, trainer_crds, made_namespaces, overlay):
     docs = [d for d in shipped(plane, overlay) if d["kind"] not in NO_CRD_HERE]
     assert docs
-    for ns in {d["metadata"].get("namespace") for d in docs} - {None, "kube-system"}:
-        plane.kubectl("create", "namespace", ns, check=False)
+    for ns in sorted({d["metadata"].get("namespace") for d in docs} - {None, "kube-system"}):
+        if plane.kubectl("create", "namespace", ns, check=False).returncode == 0:
+            made_namespaces.append(ns)
     r = server_apply(plane, docs)
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.split()) == len(docs)
