@@ -137,8 +137,9 @@ def _namespaced_argv(plane, argv: list[str]) -> list[str]:
 
 
 def start(plane) -> None:
-    """Namespace kueue-system, the CRDs, the manager (waited healthy on its health port),
-    then its webhooks (failurePolicy Fail: applied only once it answers).
+    """Namespace kueue-system, the CRDs (Kueue's, and JobSet's and Trainer's, whose
+    TrainJob integration must find its API at start), the manager (waited healthy on its
+    health port), then its webhooks (failurePolicy Fail: applied only once it answers).
 
     Raises:
         RuntimeError: the manager exited or did not become ready (see logs/kueue.log).
@@ -148,6 +149,14 @@ def start(plane) -> None:
         plane.kubectl("create", "namespace", NAMESPACE)
     port, health = operators.ports(plane)["kueue_webhook"], operators.health(plane, "kueue")
     plane.apply(crds(ca, port))
+    # The APIs of the job frameworks it integrates come first: for one that appears later
+    # Kueue sets the controller up then (jobframework/setup.go WaitForAPI), and for
+    # TrainJob that fails -- NewReconciler (jobs/trainjob/trainjob_controller.go) runs
+    # Trainer's runtime core.New, whose field indexes cannot be added to a started cache
+    # ("setting index on runtimeClass for TrainingRuntime" in kueue.log) -- after which
+    # Kueue's own TrainJob webhook (vtrainjob.kb.io) refuses every TrainJob with
+    # "unsupported runtime: ClusterTrainingRuntime.trainer.kubeflow.org".
+    plane.apply(modules.crds("jobset") + modules.crds("trainer"))
     conf = plane.dir / "kueue-config.yaml"
     conf.write_text(yaml.safe_dump(configuration(cert_dir, port, health)))
     argv = [str(plane.bins["kueue"] / "kueue"), f"--config={conf}"]
