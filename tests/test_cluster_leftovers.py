@@ -63,3 +63,19 @@ def test_the_message_names_the_module_and_what_it_left():
     assert "left Namespace/kubeflow" in text and "removed Secret default/s" in text
     many = leftovers.describe("m", [("Namespace", "", f"n{i}") for i in range(20)], [])
     assert "and 8 more" in many
+
+
+def test_an_object_being_deleted_counts_as_gone():
+    """A test's PersistentVolume, deleted but held by kubernetes.io/pv-protection until its
+    claim's namespace is gone, is not left by its module nor removed by the next."""
+    pv = item("PersistentVolume", "t-x-work")
+    ending = PLANE + [dict(pv, metadata={**pv["metadata"],
+                                         "deletionTimestamp": "2026-11-28T08:00:00Z"})]
+    assert diff(PLANE, ending) == ([], [])
+    assert diff(ending, PLANE) == ([], [])
+    # but a live one is left, and deleting one of the plane's is a removal
+    assert diff(PLANE, PLANE + [pv])[0] == [("PersistentVolume", "", "t-x-work")]
+    admin = PLANE[2]
+    gone = [i for i in PLANE if i is not admin] + [
+        dict(admin, metadata={**admin["metadata"], "deletionTimestamp": "2026-11-28T08:00:00Z"})]
+    assert diff(PLANE, gone) == ([], [("ClusterRole", "", "admin")])

@@ -31,15 +31,20 @@ Key = tuple[str, str, str]  # (kind, namespace or "", name)
 
 def parse(items: list[dict]) -> tuple[set[Key], set[str]]:
     """From ``items`` (a List's ``items``): the keys outside :data:`VOLATILE` and
-    :data:`PER_NAMESPACE`, and the names of the namespaces being deleted. Pure."""
+    :data:`PER_NAMESPACE` of the objects not being deleted, and the names of the
+    namespaces being deleted. An object with a ``deletionTimestamp`` counts as gone: its
+    finalizers (a PersistentVolume's ``kubernetes.io/pv-protection`` while its claim's
+    namespace terminates) end it without the tests. Pure."""
     keys, terminating = set(), set()
     for i in items:
         kind, meta = i.get("kind", ""), i.get("metadata") or {}
         if kind in VOLATILE or (kind, meta.get("name", "")) in PER_NAMESPACE:
             continue
+        if meta.get("deletionTimestamp"):
+            if kind == "Namespace":
+                terminating.add(meta["name"])
+            continue
         keys.add((kind, meta.get("namespace") or "", meta.get("name", "")))
-        if kind == "Namespace" and meta.get("deletionTimestamp"):
-            terminating.add(meta["name"])
     return keys, terminating
 
 

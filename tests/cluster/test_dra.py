@@ -194,11 +194,14 @@ def test_deleting_the_job_removes_its_claims_and_template(plane, api, namespace,
 
 @pytest.fixture(scope="module")
 def dra_runtime(tier2):
-    """ClusterTrainingRuntime kfp-gpu-horovod-dra (manifests/trainer-dra) on the plane."""
+    """ClusterTrainingRuntime kfp-gpu-horovod-dra (manifests/trainer-dra) on the plane for
+    this module, deleted at its end."""
     docs = [d for d in yaml.safe_load_all(tier2.kubectl(
         "kustomize", str(MANIFESTS / "trainer-dra")).stdout) if d]
     tier2.apply(docs)
-    return docs[0]["metadata"]["name"]
+    yield docs[0]["metadata"]["name"]
+    tier2.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false",
+                  input=yaml.safe_dump_all(docs))
 
 
 def test_trainjob_nodes_claim_mig_devices_through_the_dra_runtime(tier2, api, namespace,
@@ -277,7 +280,9 @@ def test_a_cel_typo_is_refused_by_the_api_server(plane, namespace):
     assert r.returncode != 0 and "undeclared reference to 'containz'" in r.stderr
 
 
-def test_the_dra_runtime_and_the_shipped_objects_are_accepted(plane, trainer_crds):
+def test_the_dra_runtime_and_the_shipped_objects_are_accepted(plane, trainer_crds,
+                                                              dra_cluster, dra_runtime):
+    # the module's fixtures own (and delete) what this applies again
     docs = [d for d in yaml.safe_load_all(plane.kubectl(
         "kustomize", str(MANIFESTS / "trainer-dra")).stdout) if d]
     docs += [*nvidia_dra.device_classes(), *(make(n) for n, make in DRA_NODES.items())]
