@@ -32,8 +32,16 @@ OUR_IMAGE = re.compile(r"[\w.:/\[\]-]*kfp-gpu-(?:trainer|horovod|launcher):[\w][
 runner = CliRunner()
 
 
-#: Where compiled() writes; removed when the test process exits (weakref.finalize).
+#: Where compiled() writes; removed after this module's tests (a pytest-xdist worker ends
+#: without running exit finalizers, so TemporaryDirectory's own cleanup is not enough).
 _OUT = tempfile.TemporaryDirectory(prefix="kfp-gpu-registry-flow-")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_compiled():
+    yield
+    compiled.cache_clear()
+    _OUT.cleanup()
 
 
 @cache
