@@ -54,7 +54,7 @@ def remove(name: str, host_if: str) -> list[str]:
     """Delete namespace ``name`` and the veth ``host_if`` where they exist; one line per
     thing removed."""
     done = []
-    if Path(f"/run/netns/{name}").exists():
+    if exists(name):
         run("ip", "netns", "del", name, check=False)
         done.append(f"deleted netns {name}")
     if Path(f"/sys/class/net/{host_if}").exists():
@@ -64,7 +64,13 @@ def remove(name: str, host_if: str) -> list[str]:
 
 
 def exists(name: str) -> bool:
+    """Whether network namespace ``name`` exists (``ip netns`` keeps them in /run/netns)."""
     return Path(f"/run/netns/{name}").exists()
+
+
+def free(name: str, host_if: str) -> bool:
+    """Whether neither namespace ``name`` nor link ``host_if`` exists on this machine."""
+    return not exists(name) and not Path(f"/sys/class/net/{host_if}").exists()
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,7 @@ def create_for(plane_dir: Path) -> OperatorNetwork:
         fcntl.flock(lock, fcntl.LOCK_EX)
         for i in range(64):
             net = OperatorNetwork(i)
-            if not exists(net.name) and not Path(f"/sys/class/net/{net.host_if}").exists():
+            if free(net.name, net.host_if):
                 break
         else:
             raise NetnsError("no free operator network index (64 namespaces exist)")

@@ -92,10 +92,8 @@ def _record(plane_dir: Path, **kv) -> dict:
 def free_index() -> int:
     """The lowest node network index (:class:`testcluster.node_config.Addresses`) whose
     namespace does not exist on this machine."""
-    used = set(_run("ip", "netns", "list").stdout.split())
     for i in range(64):
-        if cfg.Addresses(i).netns not in used and not Path(
-                f"/sys/class/net/{cfg.Addresses(i).host_if}").exists():
+        if netns.free(cfg.Addresses(i).netns, cfg.Addresses(i).host_if):
             return i
     raise NodeError("no free node network index (64 node namespaces exist)")
 

@@ -79,3 +79,19 @@ def test_an_object_being_deleted_counts_as_gone():
     gone = [i for i in PLANE if i is not admin] + [
         dict(admin, metadata={**admin["metadata"], "deletionTimestamp": "2026-11-28T08:00:00Z"})]
     assert diff(PLANE, gone) == ([], [("ClusterRole", "", "admin")])
+
+
+def test_the_snapshot_lists_every_kind_but_the_volatile_ones():
+    """Columns as kubectl v1.36.3 prints them (`api-resources --no-headers`): a short name
+    or none, the core group bare, other groups as resource.group."""
+    text = """\
+configmaps                  cm   v1                             true   ConfigMap
+events                      ev   v1                             true   Event
+apiservices                      apiregistration.k8s.io/v1      false  APIService
+leases                           coordination.k8s.io/v1         true   Lease
+events                      ev   events.k8s.io/v1               true   Event
+clustertrainingruntimes          trainer.kubeflow.org/v1alpha1  false  ClusterTrainingRuntime
+persistentvolumes           pv   v1                             false  PersistentVolume
+"""
+    assert leftovers.resources(text) == [
+        "clustertrainingruntimes.trainer.kubeflow.org", "configmaps", "persistentvolumes"]

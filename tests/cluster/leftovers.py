@@ -65,9 +65,9 @@ def difference(before, after, session: set[Key]) -> tuple[list[Key], list[Key]]:
             return name not in gone
         return not ns or (ns in live and ns not in gone)
 
+    live_before = {n for k, _, n in b if k == "Namespace"}
     left = sorted(k for k in a - b if counts(k, namespaces))
-    removed = sorted(k for k in b - a if counts(k, namespaces | {
-        n for k, _, n in b if k == "Namespace"}))
+    removed = sorted(k for k in b - a if counts(k, namespaces | live_before))
     return left, removed
 
 
@@ -89,15 +89,26 @@ def describe(module: str, left: list[Key], removed: list[Key], limit: int = 12) 
             "makes in its fixtures' teardown")
 
 
+def resources(api_resources: str) -> list[str]:
+    """The ``resource.group`` names (``kubectl get`` takes them) of the kinds outside
+    :data:`VOLATILE` in ``kubectl api-resources --no-headers`` output, whose columns are
+    NAME [SHORTNAMES] APIVERSION NAMESPACED KIND. Pure."""
+    out = set()
+    for line in api_resources.splitlines():
+        cols = line.split()
+        if len(cols) < 4 or cols[-1] in VOLATILE:
+            continue
+        group = cols[-3].rpartition("/")[0]
+        out.add(f"{cols[0]}.{group}" if group else cols[0])
+    return sorted(out)
+
+
 def snapshot(plane) -> tuple[set[Key], set[str]]:
     """The plane's objects now (:func:`parse` of one ``kubectl get`` of every kind that can
     be listed and deleted, all namespaces)."""
-    r = plane.kubectl("api-resources", "--verbs=list,delete", "-o", "name")
-    kinds = sorted({k for k in r.stdout.split() if k.split(".")[0] not in
-                    ("events", "leases", "endpoints", "endpointslices", "csinodes",
-                     "apiservices")})
-    out = plane.kubectl("get", ",".join(kinds), "-A", "-o", "json", "--ignore-not-found",
-                        timeout=180)
+    r = plane.kubectl("api-resources", "--verbs=list,delete", "--no-headers")
+    out = plane.kubectl("get", ",".join(resources(r.stdout)), "-A", "-o", "json",
+                        "--ignore-not-found", timeout=180)
     return parse(json.loads(out.stdout or '{"items": []}').get("items") or [])
 
 
