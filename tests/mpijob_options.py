@@ -33,14 +33,19 @@ def options(**kw) -> MPIJobOptions:
     return MPIJobOptions.from_settings(**base)
 
 
+#: The Secret volume of :func:`every_option` (a GCP key, as ``compile --secret-volume``).
+SECRET_VOLUME = volumes.SecretMount("gcp-sa", "/var/secrets/google")
+
+
 def every_option(kind: str, rdma: bool, **kw) -> MPIJobOptions:
     """Options that set every group: the request of ``kind`` (:data:`REQUESTS`), RDMA and
-    NCCL settings, Multus, /dev/shm, Worker CPU/memory, a toleration and a node selector
-    (shared by the MPIJob, TrainJob and real-API-server tests)."""
+    NCCL settings, Multus, /dev/shm, Worker CPU/memory, a Secret volume
+    (:data:`SECRET_VOLUME`), a toleration and a node selector (shared by the MPIJob,
+    TrainJob and real-API-server tests)."""
     return options(gpu=REQUESTS[kind], rdma=rdma, nccl_ib_hca="mlx5_0,mlx5_1",
                    nccl_net_gdr_level="PHB", nccl_socket_ifname="eth0",
                    multus_networks="rdma-net" if rdma else "", shm_size="16Gi",
-                   worker_cpu="8", worker_memory="64Gi",
+                   worker_cpu="8", worker_memory="64Gi", secret_volumes=(SECRET_VOLUME,),
                    tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
                                  "effect": "NoSchedule"}],
                    node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"}, **kw)

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
+from kfp_gpu.mpi.spec import mpirun
 from kfp_gpu.training import launcher_start as ls
 
 
@@ -144,3 +147,84 @@ def test_main_names_an_own_name_that_never_resolves(tmp_path):
                 "cluster DNS does not publish the job's headless Service (see the Service "
                 "and the DNS pods)")
     assert proc.stderr.strip().splitlines() == [expected]
+
+
+def aws_preset_secret_env(secret: str = "s3-creds") -> tuple[dict, ...]:
+    """The Secret env of ``kfp-gpu compile --secret-env SECRET`` as the KFP 2.17 driver
+    hands it to the component (EnvVar dicts with ``secretKeyRef``; the optional keys with
+    ``optional: true``)."""
+    from kfp_gpu.compiler import task_settings
+
+    return tuple({"name": env, "valueFrom": {"secretKeyRef": {
+        "name": s.secret, "key": key, **({"optional": True} if s.optional else {})}}}
+        for s in task_settings.parse_secret_env(secret) for key, env in s.key_to_env)
+
+
+def forwarded(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, word in enumerate(argv) if word == "-x"]
+
+
+def test_the_launcher_forwards_only_the_variables_that_are_set(tmp_path):
+    """The Launcher of a job compiled with ``--secret-env s3-creds`` whose Secret holds the
+    two keys and AWS_ENDPOINT_URL but none of the other optional keys: the real
+    launcher_start process execs mpirun (a stand-in printing its argv) with ``-x`` for each
+    variable its environment sets, and none for AWS_ENDPOINT_URL_S3, AWS_DEFAULT_REGION,
+    AWS_REGION, AWS_SESSION_TOKEN (Open MPI would warn about each at the top of the log);
+    the rest of the line is the builder's."""
+    from kfp_gpu.compiler.task_settings import AWS_OPTIONAL
+    from kfp_gpu.mpi.spec import mpijob
+    from tests.mpijob_options import options
+
+    opts = options(secret_env=aws_preset_secret_env())
+    built = mpijob.launcher_command(opts)
+    line = built[built.index("--") + 1:]
+    fake = tmp_path / "bin" / "mpirun"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
+    fake.chmod(0o755)
+    port = free_port()
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("127.0.0.1 slots=1\n")
+    env = {"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": "",
+           "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+           "AWS_ENDPOINT_URL": "http://minio:9000", **mpijob.rank_env(opts)}
+    stop = listen_later(port, 0)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kfp_gpu.training.launcher_start", "--hostfile",
+             str(hostfile), "--port", str(port), "--timeout", "30", "--", str(fake),
+             *line[1:]], capture_output=True, text=True, timeout=60, check=False, env=env,
+            cwd=Path(__file__).resolve().parents[1])
+    finally:
+        stop.set()
+    assert proc.returncode == 0, proc.stderr
+    argv = proc.stdout.splitlines()[1:]  # after launcher_start's own line
+    unset = [n for n in AWS_OPTIONAL if n != "AWS_ENDPOINT_URL"]
+    assert forwarded(line) == [*mpirun.BASE_FORWARDED_ENV, *mpijob.forwarded_env(opts)]
+    assert set(unset) <= set(forwarded(line))  # the builder forwards them all...
+    assert forwarded(argv) == [n for n in forwarded(line) if n in env]  # ...only set ones go
+    assert not set(unset) & set(forwarded(argv))
+    assert {"AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL", "LD_LIBRARY_PATH"} <= set(forwarded(argv))
+    no_x = lambda a: [w for i, w in enumerate(a) if w != "-x" and (i == 0 or a[i - 1] != "-x")]
+    assert no_x(argv) == no_x(line[1:])
+
+
+def test_forward_set_only_reads_the_mpirun_options_not_the_program():
+    cmd = ["python", "-m", "kfp_gpu.training.worker_start",  # a TrainJob launcher with RDMA
+           *mpirun.mpirun_command(2, ["prog", "-x", "GONE"], forwarded_env=["SET", "GONE"]),
+           "-x", "X=1"]
+    got = mpirun.forward_set_only(cmd, {"PATH": "/bin", "SET": "1"})
+    assert got[:4] == ["python", "-m", "kfp_gpu.training.worker_start", "mpirun"]
+    assert forwarded(got[:got.index("prog")]) == ["PATH", "SET"]
+    assert got[got.index("prog"):] == ["prog", "-x", "GONE", "-x", "X=1"]  # the program's
+    # -x NAME=VALUE carries its value: kept even when NAME is unset
+    assert mpirun.forward_set_only(["mpirun", "-x", "A=1", "p"], {}) == [
+        "mpirun", "-x", "A=1", "p"]
+    # Intel MPI / MPICH: the unset names leave -genvlist, an empty list the option too
+    intel = mpirun.mpirun_command(2, ["p"], forwarded_env=["SET", "GONE"],
+                                  implementation="Intel")
+    assert mpirun.forward_set_only(intel, {"PATH": "/bin", "SET": "1"}) == [
+        "mpirun", "-n", "2", "-genvlist", "PATH,SET", "p"]
+    assert mpirun.forward_set_only(intel, {}) == ["mpirun", "-n", "2", "p"]
+    # no mpirun word: unchanged
+    assert mpirun.forward_set_only(["sh", "-c", "-x"], {}) == ["sh", "-c", "-x"]

@@ -115,6 +115,12 @@ def test_every_request_kind_validates(kind, rdma):
     vols = {v["name"]: v for v in worker["spec"]["volumes"]}
     assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    # the Secret volume on the Launcher and the Workers, same path, read-only
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    for pod in (worker["spec"], launcher):
+        assert {"name": "secret-gcp-sa", "secret": {"secretName": "gcp-sa"}} in pod["volumes"]
+        assert {"name": "secret-gcp-sa", "mountPath": "/var/secrets/google",
+                "readOnly": True} in pod["containers"][0]["volumeMounts"]
 
 
 def test_golden_full_spec():
@@ -404,6 +410,73 @@ def test_long_or_dotted_claims_get_valid_volume_names():
 def test_bad_volumes_are_refused(volumes, accepted):
     with pytest.raises(ValueError) as e:
         mpijob.build(options(volumes=volumes))
+    assert accepted in str(e.value)
+
+
+def test_secret_volumes_go_to_the_launcher_and_every_worker_pvcs_to_the_workers():
+    """A Secret (``kfp-gpu compile --secret-volume``) is mounted read-only at the same path
+    on the Launcher (mpirun forwards ``GOOGLE_APPLICATION_CREDENTIALS`` from there) and on
+    each Worker (the ranks read the file); a PVC only on the Workers."""
+    key = volumes.SecretMount("gcp-sa", "/var/secrets/google")
+    token = volumes.SecretMount("registry.token", "/etc/token", optional=True)
+    pvc = volumes.PvcMount("ws", "/mnt/ws")
+    job = mpijob.build(options(volumes=(pvc,), secret_volumes=(key, token),
+                               env={"GOOGLE_APPLICATION_CREDENTIALS":
+                                    "/var/secrets/google/key.json"}))
+    validate_mpijob(job)
+    specs = job["spec"]["mpiReplicaSpecs"]
+    for role in ("Launcher", "Worker"):
+        validate_pod_template(specs[role]["template"])
+    launcher = specs["Launcher"]["template"]["spec"]
+    worker = specs["Worker"]["template"]["spec"]
+    dotted = token.volume_name()  # a dot is not allowed in a volume name (DNS-1123 label)
+    assert re.fullmatch(r"secret-[0-9a-f]{12}", dotted)
+    secret_vols = [{"name": "secret-gcp-sa", "secret": {"secretName": "gcp-sa"}},
+                   {"name": dotted, "secret": {"secretName": "registry.token",
+                                               "optional": True}}]
+    secret_mounts = [{"name": "secret-gcp-sa", "mountPath": "/var/secrets/google",
+                      "readOnly": True},
+                     {"name": dotted, "mountPath": "/etc/token", "readOnly": True}]
+    assert launcher["volumes"] == secret_vols
+    assert launcher["containers"][0]["volumeMounts"] == secret_mounts
+    assert worker["volumes"][1:] == [pvc.volume(), *secret_vols]
+    assert worker["containers"][0]["volumeMounts"][1:] == [pvc.volume_mount(), *secret_mounts]
+    # the variable naming the key file is on both and forwarded to the ranks
+    cmd = launcher["containers"][0]["command"]
+    assert cmd[cmd.index("GOOGLE_APPLICATION_CREDENTIALS") - 1] == "-x"
+    for pod in (launcher, worker):
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/var/secrets/google/key.json"
+    # without Secret volumes the Launcher has no volumes at all
+    bare = mpijob.build(options(volumes=(pvc,)))["spec"]["mpiReplicaSpecs"]["Launcher"]
+    assert "volumes" not in bare["template"]["spec"]
+    assert "volumeMounts" not in bare["template"]["spec"]["containers"][0]
+
+
+def test_secret_volume_names_are_labels_apart_from_the_pvcs():
+    long = volumes.SecretMount("s" * 200, "/a")
+    assert re.fullmatch(r"secret-[0-9a-f]{12}", long.volume_name())
+    assert volumes.SecretMount("gcp-sa", "/a").volume_name() == "secret-gcp-sa"
+    # a Secret and a PVC of one name get two volumes
+    assert volumes.SecretMount("ws", "/a").volume_name() != volumes.PvcMount(
+        "ws", "/b").volume_name()
+
+
+@pytest.mark.parametrize("secrets,pvcs,accepted", [
+    ((volumes.SecretMount("GCP_SA", "/s"),), (), "DNS-1123 subdomains"),
+    ((volumes.SecretMount("gcp-sa", "s"),), (), "absolute paths"),
+    ((volumes.SecretMount("gcp-sa", "/s/../t"),), (), "normalised"),
+    ((volumes.SecretMount("gcp-sa", "/etc/mpi"),), (), "clashes with '/etc/mpi'"),
+    ((volumes.SecretMount("gcp-sa", "/dev"),), (), "clashes with '/dev/shm'"),
+    ((volumes.SecretMount("gcp-sa", "/home/mpiuser/.ssh/x"),), (), "SSH key mount"),
+    ((volumes.SecretMount("gcp-sa", "/s", optional="yes"),), (), "must be a bool"),
+    ((volumes.SecretMount("a", "/s"), volumes.SecretMount("b", "/s")), (), "duplicate"),
+    ((volumes.SecretMount("a", "/s"),), (volumes.PvcMount("b", "/s"),), "duplicate"),
+    (({"secret_name": "a", "mount_path": "/s"},), (), "SecretMount("),
+])
+def test_bad_secret_volumes_are_refused(secrets, pvcs, accepted):
+    with pytest.raises(ValueError) as e:
+        mpijob.build(options(secret_volumes=secrets, volumes=pvcs))
     assert accepted in str(e.value)
 
 

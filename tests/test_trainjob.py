@@ -20,7 +20,7 @@ import yaml
 
 from kfp_gpu.mpi.spec import mpijob, network, ssh, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
-from kfp_gpu.mpi.spec.volumes import PvcMount
+from kfp_gpu.mpi.spec.volumes import PvcMount, SecretMount
 from tests import upstream_crds
 from tests.merge_patch import smp
 from tests.mpijob_options import REQUESTS, every_option, golden_options, options
@@ -105,6 +105,25 @@ def test_pvcs_reach_every_node(kind):
     for rjob in ("node", "launcher"):
         pod = effective_pod(job, rjob)
         validate_pod(pod)
+        assert pod["spec"]["volumes"] == worker["spec"]["volumes"]
+        assert node(pod)["volumeMounts"] == node(worker)["volumeMounts"]
+
+
+def test_secret_volumes_reach_every_node():
+    """The Secret volume is on every pod of both replicated jobs (the launcher is node 0
+    and hosts ranks), read-only at the same path, next to the PVCs."""
+    vols = (PvcMount("resnet-shared", "/mnt/shared"),)
+    secret = SecretMount("gcp-sa", "/var/secrets/google")
+    opts = options(gpu=REQUESTS["gpu"], volumes=vols, secret_volumes=(secret,), fs_group=1000)
+    job = trainjob.build(opts)
+    upstream_crds.validate(job)
+    worker = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    for rjob in ("node", "launcher"):
+        pod = effective_pod(job, rjob)
+        validate_pod(pod)
+        assert secret.volume() in pod["spec"]["volumes"]
+        assert {"name": "secret-gcp-sa", "mountPath": "/var/secrets/google",
+                "readOnly": True} in node(pod)["volumeMounts"]
         assert pod["spec"]["volumes"] == worker["spec"]["volumes"]
         assert node(pod)["volumeMounts"] == node(worker)["volumeMounts"]
 

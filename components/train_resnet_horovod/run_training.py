@@ -9,7 +9,9 @@ KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with ``task_config_pa
 the task's resources, tolerations, node selector, env and volumes (Kubernetes JSON) are
 not applied to the task's own pod but handed to the component; :func:`worker_settings`
 turns them into the Worker settings. Volumes pass with ``apply_to_task=True``: a PVC from
-``kfp.kubernetes.mount_pvc`` is on the task's pod AND on the Workers (:func:`pvc_mounts`).
+``kfp.kubernetes.mount_pvc`` is on the task's pod AND on the Workers (:func:`pvc_mounts`); a
+Secret from ``kfp.kubernetes.use_secret_as_volume`` (``kfp-gpu compile --secret-volume``)
+is on the task's pod AND on the Launcher and every Worker (:func:`secret_mounts`).
 """
 
 from __future__ import annotations
@@ -100,6 +102,28 @@ def gpu_from_resources(resources: Mapping | None) -> str:
     return f"{kind}:{value}{suffix}"
 
 
+#: Volume kinds the job's pods get from the task (:func:`pvc_mounts`, :func:`secret_mounts`).
+PASSED_VOLUME_KINDS = ("persistentVolumeClaim", "secret")
+
+
+def _mounted(volumes: Sequence[Mapping] | None,
+             volume_mounts: Sequence[Mapping] | None) -> list[tuple[Mapping, Mapping]]:
+    """(mount, volume) pairs of the task's mounts, in mount order.
+
+    Raises:
+        ValueError: a mount names no volume in ``volumes``.
+    """
+    by_name = {v.get("name"): v for v in volumes or []}
+    out = []
+    for m in volume_mounts or []:
+        vol = by_name.get(m.get("name"))
+        if vol is None:
+            raise ValueError(f"volume mount {m!r} names no volume of the task; accepted: "
+                             "mounts of volumes listed in TaskConfig.volumes")
+        out.append((m, vol))
+    return out
+
+
 def pvc_mounts(volumes: Sequence[Mapping] | None,
                volume_mounts: Sequence[Mapping] | None) -> tuple:
     """The PVC mounts of a task, as ``kfp_gpu.mpi.spec.volumes.PvcMount`` tuples.
@@ -109,26 +133,23 @@ def pvc_mounts(volumes: Sequence[Mapping] | None,
     ``kfp.kubernetes.mount_pvc`` the driver names the volume after the claim, backend
     ``driver/k8s.go`` ``makeVolumeMountPatch``). Each mount of a volume with a
     ``persistentVolumeClaim`` source becomes one ``PvcMount(claim, mountPath, readOnly,
-    subPath)`` (read-only if the mount or the claim source says so). Mounts of other volume
-    kinds (Secrets, ConfigMaps, emptyDirs) are left out, with a warning: the Workers get
-    only PVCs.
+    subPath)`` (read-only if the mount or the claim source says so). Secret volumes are
+    :func:`secret_mounts`'; mounts of other kinds (ConfigMaps, emptyDirs) are left out,
+    with a warning: the job's pods get only PVCs and Secrets.
 
     Raises:
         ValueError: a mount names no volume in ``volumes``, or a PvcMount is invalid.
     """
     from kfp_gpu.mpi.spec.volumes import PvcMount
 
-    by_name = {v.get("name"): v for v in volumes or []}
     out = []
-    for m in volume_mounts or []:
-        vol = by_name.get(m.get("name"))
-        if vol is None:
-            raise ValueError(f"volume mount {m!r} names no volume of the task; accepted: "
-                             "mounts of volumes listed in TaskConfig.volumes")
+    for m, vol in _mounted(volumes, volume_mounts):
         pvc = vol.get("persistentVolumeClaim")
         if not pvc:
-            log.warning("volume %r (%s) is not a PVC; not mounted on the MPIJob Workers",
-                        vol.get("name"), ", ".join(k for k in vol if k != "name"))
+            if not any(k in vol for k in PASSED_VOLUME_KINDS):
+                log.warning("volume %r (%s) is neither a PVC nor a Secret; not mounted on "
+                            "the job's pods", vol.get("name"),
+                            ", ".join(k for k in vol if k != "name"))
             continue
         out.append(PvcMount(
             claim_name=pvc.get("claimName", ""), mount_path=m.get("mountPath", ""),
@@ -137,11 +158,38 @@ def pvc_mounts(volumes: Sequence[Mapping] | None,
     return tuple(out)
 
 
+def secret_mounts(volumes: Sequence[Mapping] | None,
+                  volume_mounts: Sequence[Mapping] | None) -> tuple:
+    """The Secret mounts of a task, as ``kfp_gpu.mpi.spec.volumes.SecretMount`` tuples.
+
+    ``volumes`` / ``volume_mounts`` as in :func:`pvc_mounts`. For
+    ``kfp.kubernetes.use_secret_as_volume`` the KFP 2.17 driver names the volume after
+    the Secret and passes ``{name, secret: {secretName, optional}}`` and ``{name,
+    mountPath}`` (backend ``driver/k8s.go`` ``extendPodSpecPatch``). Each mount of a volume
+    with a ``secret`` source becomes one ``SecretMount(secretName, mountPath, optional)``:
+    the job mounts it, read-only, on the Launcher and every Worker at the same path.
+
+    Raises:
+        ValueError: a mount names no volume in ``volumes``, or a SecretMount is invalid.
+    """
+    from kfp_gpu.mpi.spec.volumes import SecretMount
+
+    out = []
+    for m, vol in _mounted(volumes, volume_mounts):
+        source = vol.get("secret")
+        if not source:
+            continue
+        out.append(SecretMount(secret_name=source.get("secretName", ""),
+                               mount_path=m.get("mountPath", ""),
+                               optional=bool(source.get("optional"))).validate())
+    return tuple(out)
+
+
 def cpu_worker_settings() -> dict:
     """CPU-only Worker settings, keys as :func:`worker_settings` (asked for explicitly)."""
     return {"gpu": "none", "tolerations": [], "node_selector": {}, "env": {}, "secret_env": (),
             "worker_cpu": "", "worker_memory": "", "worker_cpu_limit": "",
-            "worker_memory_limit": "", "volumes": ()}
+            "worker_memory_limit": "", "volumes": (), "secret_volumes": ()}
 
 
 def worker_settings(task_config) -> dict:
@@ -153,7 +201,8 @@ def worker_settings(task_config) -> dict:
     other ``valueFrom`` entries such as field refs are dropped), ``worker_cpu`` and ``worker_memory`` (requests; the
     limit when no request is set, as Kubernetes does) and ``worker_cpu_limit`` and
     ``worker_memory_limit`` (limits) (quantities or ""), ``volumes`` (tuple of
-    :class:`kfp_gpu.mpi.spec.volumes.PvcMount`, :func:`pvc_mounts`).
+    :class:`kfp_gpu.mpi.spec.volumes.PvcMount`, :func:`pvc_mounts`) and ``secret_volumes``
+    (tuple of :class:`kfp_gpu.mpi.spec.volumes.SecretMount`, :func:`secret_mounts`).
 
     Raises:
         ValueError: ``task_config`` is None (a KFP backend too old to pass it).
@@ -178,6 +227,7 @@ def worker_settings(task_config) -> dict:
         "worker_cpu_limit": str(limits.get("cpu", "")),
         "worker_memory_limit": str(limits.get("memory", "")),
         "volumes": pvc_mounts(task_config.volumes, task_config.volume_mounts),
+        "secret_volumes": secret_mounts(task_config.volumes, task_config.volume_mounts),
     }
 
 
@@ -255,6 +305,25 @@ def stage_data(train_path: str, test_path: str, dest: str) -> str:
     return dest
 
 
+def unmounted_credentials(env: Mapping[str, str], volumes: Sequence, secret_volumes: Sequence
+                          ) -> str | None:
+    """The ``GOOGLE_APPLICATION_CREDENTIALS`` path in ``env`` when no mount of the job's
+    pods holds it (no :class:`~kfp_gpu.mpi.spec.volumes.SecretMount` /
+    :class:`~kfp_gpu.mpi.spec.volumes.PvcMount` at or above it), else None. google-auth
+    reads the file it names (``google/auth/_default.py``
+    ``_get_explicit_environ_credentials``); set on the task with ``compile --secret-volume
+    SECRET:/dir:KEY`` it lies in that Secret's folder, which the job mounts."""
+    import posixpath
+
+    from kfp_gpu.compiler.task_settings import GOOGLE_CREDENTIALS_ENV
+
+    path = posixpath.normpath(env.get(GOOGLE_CREDENTIALS_ENV, "") or ".")
+    if path == "." or any(path == v.mount_path or path.startswith(v.mount_path + "/")
+                          for v in (*volumes, *secret_volumes)):
+        return None
+    return path
+
+
 def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], workers: int,
                 settings: Mapping, rdma: bool, rdma_resource: str, multus_networks: str,
                 nccl_ib_hca: str, nccl_net_gdr_level: str, nccl_socket_ifname: str,
@@ -265,7 +334,8 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
     The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
     accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
     The task's PVCs (``settings["volumes"]``) are mounted on the Workers at the same paths,
-    with pod ``fsGroup`` 1000 (``mpiuser``) so the non-root ranks can write to them.
+    with pod ``fsGroup`` 1000 (``mpiuser``) so the non-root ranks can write to them; its
+    Secrets (``settings["secret_volumes"]``) on the Launcher and the Workers, read-only.
     ``policy``: run-policy and scheduling options by name (:func:`policy_settings`).
 
     Raises:
@@ -274,6 +344,12 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
     from kfp_gpu.mpi.spec import network, options, ssh
 
     volumes = tuple(settings.get("volumes") or ())
+    secret_volumes = tuple(settings.get("secret_volumes") or ())
+    missing = unmounted_credentials(settings["env"], volumes, secret_volumes)
+    if missing:
+        log.warning("GOOGLE_APPLICATION_CREDENTIALS=%s is under no Secret or PVC mount of "
+                    "the task, so the job's pods do not get it unless their image holds it; "
+                    "compile with --secret-volume SECRET:/dir:KEY to mount the key", missing)
     opts = options.MPIJobOptions(
         name=name, namespace=namespace, image=image,
         program=("kfp-gpu", "train-resnet", *args), env=dict(settings["env"]),
@@ -289,6 +365,7 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
         placement=options.Placement(
             tolerations=list(settings["tolerations"]),
             node_selector=dict(settings["node_selector"]), volumes=volumes,
+            secret_volumes=secret_volumes,
             secret_env=tuple(settings.get("secret_env") or ())),
         ssh=ssh.SshOptions(fs_group=ssh.MPI_USER_ID if volumes else None),
         metadata=options.JobMetadata(run_id=run_id, task_name=task_name))

@@ -30,6 +30,11 @@ under load mpirun started first and failed ``ssh: Could not resolve hostname
 name) is waited for until it resolves; every other host until its sshd answers.
 
 Exit code 1 with one line naming the hosts that never answered within ``--timeout``.
+
+Before the exec, the mpirun line loses each ``-x NAME`` this pod's environment does not set
+(:func:`kfp_gpu.mpi.spec.mpirun.forward_set_only`): an optional Secret key the Secret lacks
+(``secretKeyRef.optional``) leaves its variable unset, and Open MPI would print one warning
+per such name at the top of the Launcher's log.
 """
 
 from __future__ import annotations
@@ -139,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     mine = f", this host's name {own[0]} resolves," if own else ""
     print(f"launcher_start: {len(names) - len(own)} Worker(s) answer on port {args.port}"
           f"{mine} after {time.monotonic() - t0:.0f} s", flush=True)
+    from kfp_gpu.mpi.spec.mpirun import forward_set_only
+
+    command = forward_set_only(command, os.environ)
     os.execvp(command[0], command)
     return 0  # not reached
 

@@ -41,6 +41,10 @@ MPIJOBS = "/mpijobs"
 SINGLE_GPU_IMG_PER_SEC = 400.0
 
 CLAIM = "resnet-shared"
+#: The Secret volume of :func:`task_config` (``kfp-gpu compile --secret-volume
+#: gcs-key:/secrets/gcs:key.json``) and the key file GOOGLE_APPLICATION_CREDENTIALS names.
+SECRET, SECRET_DIR = "gcs-key", "/secrets/gcs"
+KEY_FILE = f"{SECRET_DIR}/key.json"
 
 
 def task_config(pvc_mount: Path | None) -> dsl.TaskConfig:
@@ -48,10 +52,13 @@ def task_config(pvc_mount: Path | None) -> dsl.TaskConfig:
     set_memory_limit, add_toleration, add_node_selector_constraint, set_env_variable,
     kubernetes.mount_pvc, kubernetes.use_secret_as_volume) as the KFP driver passes it
     through: Kubernetes JSON. The PVC volume is named after the claim, as the driver does
-    (backend driver/k8s.go makeVolumeMountPatch); ``pvc_mount`` = its mount path (a local
-    directory standing in for the shared volume), None = no PVC."""
-    volumes = [{"name": "gcs-key", "secret": {"secretName": "gcs-key"}}]
-    mounts = [{"name": "gcs-key", "mountPath": "/secrets/gcs"}]
+    (backend driver/k8s.go makeVolumeMountPatch); the Secret volume after the Secret, with
+    ``optional: false`` and a mount without readOnly, as the 2.17 driver writes them
+    (driver/k8s.go extendPodSpecPatch, "Get secret mount information"); ``pvc_mount`` = the
+    PVC's mount path (a local directory standing in for the shared volume), None = no
+    PVC."""
+    volumes = [{"name": SECRET, "secret": {"secretName": SECRET, "optional": False}}]
+    mounts = [{"name": SECRET, "mountPath": SECRET_DIR}]
     if pvc_mount is not None:
         volumes.append({"name": CLAIM, "persistentVolumeClaim": {"claimName": CLAIM}})
         mounts.append({"name": CLAIM, "mountPath": str(pvc_mount)})
@@ -62,6 +69,7 @@ def task_config(pvc_mount: Path | None) -> dsl.TaskConfig:
                       "effect": "NoSchedule"}],
         node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
         env=[{"name": "NCCL_DEBUG", "value": "WARN"},
+             {"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": KEY_FILE},
              {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         volumes=volumes, volume_mounts=mounts,
     )
@@ -239,20 +247,28 @@ def test_cluster_mode_creates_the_mpijob_and_produces_every_output(kube, data, t
     assert _flag(program, "--output-dir") == str(work)
     assert _flag(program, "--data") == str(work / rt.DATA_FILE)
     assert job["metadata"]["annotations"][crd.RUN_ID_ANNOTATION] == RUN_ID
-    # -- the task's PVC is mounted on the Workers at the same path (the Secret is not);
-    #    fsGroup 1000 lets the non-root ranks write; the Launcher (mpirun only) has none
+    # -- the task's PVC is mounted on the Workers at the same path; fsGroup 1000 lets the
+    #    non-root ranks write; its Secret on the Launcher AND the Workers at the same path,
+    #    read-only, where the forwarded GOOGLE_APPLICATION_CREDENTIALS points
     pvc_root = str(work.parent)
     vols = {v["name"]: v for v in wpod["volumes"]}
     assert vols[f"pvc-{CLAIM}"] == {"name": f"pvc-{CLAIM}",
                                     "persistentVolumeClaim": {"claimName": CLAIM}}
-    assert not any("secret" in v for v in wpod["volumes"])
     assert {"name": f"pvc-{CLAIM}", "mountPath": pvc_root} in wpod["containers"][0][
         "volumeMounts"]
     assert wpod["securityContext"]["fsGroup"] == ssh.MPI_USER_ID
-    assert "volumes" not in lpod and "volumeMounts" not in lpod["containers"][0]
-    kubernetes_validate.validate(
-        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
-         "template": worker["template"]}, "1.30.0", strict=True)
+    secret_vol = {"name": f"secret-{SECRET}", "secret": {"secretName": SECRET}}
+    secret_mount = {"name": f"secret-{SECRET}", "mountPath": SECRET_DIR, "readOnly": True}
+    assert lpod["volumes"] == [secret_vol]  # no PVC: the Launcher only runs mpirun
+    assert lpod["containers"][0]["volumeMounts"] == [secret_mount]
+    assert secret_vol in wpod["volumes"]
+    assert secret_mount in wpod["containers"][0]["volumeMounts"]
+    assert wenv["GOOGLE_APPLICATION_CREDENTIALS"] == KEY_FILE
+    assert argv[argv.index("GOOGLE_APPLICATION_CREDENTIALS") - 1] == "-x"
+    for role in ("Launcher", "Worker"):
+        kubernetes_validate.validate(
+            {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+             "template": spec["mpiReplicaSpecs"][role]["template"]}, "1.30.0", strict=True)
 
     # -- the Datasets were staged as one npz the Workers read
     with np.load(work / rt.DATA_FILE) as z:
@@ -472,6 +488,58 @@ def test_pvc_mounts_from_task_config():
         rt.pvc_mounts([], [{"name": "ghost", "mountPath": "/x"}])
     with pytest.raises(ValueError, match="mount_path"):
         rt.pvc_mounts(cfg.volumes, [{"name": CLAIM, "mountPath": "relative"}])
+
+
+def test_secret_mounts_from_task_config_as_the_driver_passes_them():
+    """The 2.17 driver's Secret volume (named after the Secret, ``optional`` written out)
+    becomes one SecretMount; its PVC stays a PvcMount; a ConfigMap is neither."""
+    cfg = task_config(Path("/mnt/shared"))
+    cfg.volumes += [{"name": "tok", "secret": {"secretName": "tok", "optional": True}},
+                    {"name": "cm", "configMap": {"name": "cm"}}]
+    cfg.volume_mounts += [{"name": "tok", "mountPath": "/etc/tok"},
+                          {"name": "cm", "mountPath": "/etc/cm"}]
+    assert rt.secret_mounts(cfg.volumes, cfg.volume_mounts) == (
+        volumes.SecretMount(SECRET, SECRET_DIR), volumes.SecretMount("tok", "/etc/tok", True))
+    assert rt.pvc_mounts(cfg.volumes, cfg.volume_mounts) == (
+        volumes.PvcMount(CLAIM, "/mnt/shared"),)
+    settings = rt.worker_settings(cfg)
+    assert settings["secret_volumes"] == (volumes.SecretMount(SECRET, SECRET_DIR),
+                                          volumes.SecretMount("tok", "/etc/tok", True))
+    assert settings["env"]["GOOGLE_APPLICATION_CREDENTIALS"] == KEY_FILE
+    opts = rt.job_options(name="resnet-sec", namespace="ml", image="h:1", args=["--x"],
+                          workers=2, settings=settings, rdma=False,
+                          rdma_resource="rdma/rdma_shared_device_a", multus_networks="",
+                          nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
+                          shm_size="", run_id="r", task_name="t")
+    assert opts.placement.secret_volumes == settings["secret_volumes"]
+    with pytest.raises(ValueError, match="names no volume"):
+        rt.secret_mounts([], [{"name": SECRET, "mountPath": SECRET_DIR}])
+    with pytest.raises(ValueError, match="Secret mount_path"):
+        rt.secret_mounts(cfg.volumes, [{"name": SECRET, "mountPath": "relative"}])
+    assert rt.cpu_worker_settings()["secret_volumes"] == ()
+
+
+def test_a_credentials_file_outside_every_mount_is_named(caplog):
+    secret = (volumes.SecretMount(SECRET, SECRET_DIR),)
+    pvc = (volumes.PvcMount(CLAIM, "/mnt/shared"),)
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": KEY_FILE}
+    assert rt.unmounted_credentials(env, (), secret) is None
+    assert rt.unmounted_credentials({"GOOGLE_APPLICATION_CREDENTIALS": "/mnt/shared/k.json"},
+                                    pvc, ()) is None
+    assert rt.unmounted_credentials({}, (), ()) is None
+    assert rt.unmounted_credentials(env, pvc, ()) == KEY_FILE
+    # a sibling folder whose name starts like the mount is not inside it
+    assert rt.unmounted_credentials(env, (), (volumes.SecretMount(SECRET, "/secrets/gc"),)
+                                    ) == KEY_FILE
+    settings = {**rt.cpu_worker_settings(), "env": env}
+    with caplog.at_level("WARNING"):
+        rt.job_options(name="resnet-cred", namespace="ml", image="h:1", args=["--x"],
+                       workers=2, settings=settings, rdma=False,
+                       rdma_resource="rdma/rdma_shared_device_a", multus_networks="",
+                       nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
+                       shm_size="", run_id="r", task_name="t")
+    assert f"GOOGLE_APPLICATION_CREDENTIALS={KEY_FILE} is under no Secret or PVC mount" in \
+        caplog.text
 
 
 def test_worker_cpu_memory_requests_and_limits_stay_separate():

@@ -22,6 +22,8 @@ from . import test_cluster_mode as rc
 from .test_cluster_mode import (
     CLAIM,
     NS,
+    SECRET,
+    SECRET_DIR,
     TASK_CONFIG,
     Outputs,
     _flag,
@@ -81,8 +83,11 @@ def test_trainjob_backend_end_to_end(kube, data, tmp_path, keras_model):
         assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
         assert {"name": f"pvc-{CLAIM}", "persistentVolumeClaim": {"claimName": CLAIM}} in \
             pod["volumes"]
+        # the task's Secret on every pod of both replicated jobs (the launcher hosts ranks)
+        assert {"name": f"secret-{SECRET}", "secret": {"secretName": SECRET}} in pod["volumes"]
         assert pod["containers"] == [{"name": "node", "volumeMounts": [
-            {"name": f"pvc-{CLAIM}", "mountPath": str(work.parent)}]}]
+            {"name": f"pvc-{CLAIM}", "mountPath": str(work.parent)},
+            {"name": f"secret-{SECRET}", "mountPath": SECRET_DIR, "readOnly": True}]}]
     rec = json.loads(Path(out.mpijob.path).read_text())
     assert rec == {"apiVersion": trainjob.API_VERSION, "kind": "TrainJob", "namespace": NS,
                    "name": name, "uid": job["metadata"]["uid"]}

@@ -29,6 +29,10 @@ request (from :mod:`kfp_gpu.gpu`), the RDMA extended resource, ``IPC_LOCK``, a
 Memory-backed ``/dev/shm``, the NCCL settings and the shared PVCs of
 ``Placement.volumes`` (:class:`~kfp_gpu.mpi.spec.volumes.PvcMount`: pod ``volumes[].persistentVolumeClaim`` +
 container ``volumeMounts``), e.g. the ``work_dir`` rank 0 writes the model and metrics to.
+The Secrets of ``Placement.secret_volumes`` (:class:`~kfp_gpu.mpi.spec.volumes.SecretMount`:
+pod ``volumes[].secret`` + a read-only mount) go on the Launcher and on the Workers at the
+same path, so a file an env var names (``GOOGLE_APPLICATION_CREDENTIALS``, forwarded with
+``-x``) exists wherever a rank or mpirun reads it.
 
 Defaults fit the project's ``horovod`` image (``images/horovod/Dockerfile``), which follows
 the MPI Operator's non-root base image (``build/base/Dockerfile`` and the
@@ -130,7 +134,7 @@ def _worker_resources(opts: MPIJobOptions, frag: dict) -> dict:
 
 
 def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
-    volumes = opts.placement.volumes
+    place = opts.placement
     container: dict[str, Any] = {
         "name": "worker",
         "image": opts.image,
@@ -138,12 +142,25 @@ def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
         "env": _env_list(rank_env(opts)) + secret_env(opts),
         "resources": _worker_resources(opts, frag),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         *(v.volume_mount() for v in volumes)],
+                         *(v.volume_mount() for v in place.volumes),
+                         *secret_mounts(opts)],
     }
     if opts.network.rdma and worker_may_run_as_root(opts):
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     container["readinessProbe"] = sshd_readiness_probe()
     return container
+
+
+def secret_volumes(opts: MPIJobOptions) -> list[dict]:
+    """The pod ``volumes`` entries of ``opts.placement.secret_volumes`` (core/v1
+    ``SecretVolumeSource``, one per Secret), for the Launcher and the Workers alike."""
+    return _dedupe([v.volume() for v in opts.placement.secret_volumes])
+
+
+def secret_mounts(opts: MPIJobOptions) -> list[dict]:
+    """The container ``volumeMounts`` of ``opts.placement.secret_volumes`` (read-only,
+    one per mount path)."""
+    return [v.volume_mount() for v in opts.placement.secret_volumes]
 
 
 def sshd_readiness_probe() -> dict:
@@ -171,8 +188,9 @@ def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
 
 
 def worker_template(opts: MPIJobOptions) -> dict:
-    """PodTemplateSpec of a Worker: GPU request, RDMA (IPC_LOCK if root), /dev/shm, NCCL env and
-    the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each); a
+    """PodTemplateSpec of a Worker: GPU request, RDMA (IPC_LOCK if root), /dev/shm, NCCL env,
+    the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each) and
+    the Secrets of ``opts.placement.secret_volumes`` (:func:`secret_volumes`); a
     ``dra`` request: ``resourceClaims`` naming the job's ResourceClaimTemplate
     ``<job>-gpu`` (:mod:`kfp_gpu.mpi.spec.claims`)."""
     frag = opts.gpu_request().pod_fragment(container="worker")  # KAI: the GPU container
@@ -183,7 +201,7 @@ def worker_template(opts: MPIJobOptions) -> dict:
     spec: dict[str, Any] = {
         "containers": [_worker_container(opts, frag)],
         "volumes": [{"name": "dshm", "emptyDir": shm},
-                    *_dedupe([v.volume() for v in place.volumes])],
+                    *_dedupe([v.volume() for v in place.volumes]), *secret_volumes(opts)],
     }
     tolerations = _dedupe([*frag["tolerations"], *(dict(t) for t in place.tolerations)])
     if tolerations:
@@ -268,7 +286,9 @@ def launcher_command(opts: MPIJobOptions) -> list[str]:
 
 
 def launcher_template(opts: MPIJobOptions) -> dict:
-    """PodTemplateSpec of the Launcher: no GPU, runs :func:`launcher_command`."""
+    """PodTemplateSpec of the Launcher: no GPU, runs :func:`launcher_command`; mounts the
+    Secrets of ``opts.placement.secret_volumes`` as the Workers do (no PVCs: it only runs
+    mpirun)."""
     env = rank_env(opts)
     res = opts.resources
     limits = {k: v for k, v in (("cpu", res.launcher_cpu), ("memory", res.launcher_memory)) if v}
@@ -280,6 +300,9 @@ def launcher_template(opts: MPIJobOptions) -> dict:
         "resources": _resources(limits, dict(limits)),
     }
     spec: dict[str, Any] = {"containers": [container]}
+    if opts.placement.secret_volumes:
+        container["volumeMounts"] = secret_mounts(opts)
+        spec["volumes"] = secret_volumes(opts)
     _pod_identity(opts, spec)
     # No Multus network here: only the Workers' NCCL traffic uses the RDMA network; the
     # Launcher reaches the Workers' sshd over the pod network (their headless Service).

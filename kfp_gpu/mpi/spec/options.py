@@ -10,7 +10,7 @@ environment) and one small frozen dataclass per concern:
                    scheduling (``schedulingPolicy``: :mod:`kfp_gpu.mpi.spec.scheduling`)
 :class:`Network`   RDMA extended resource, Multus networks, NCCL settings
 :class:`Resources`  CPU/memory of Workers and Launcher, ``/dev/shm`` size
-:class:`Placement`  tolerations, node selector, PVCs, service account, scheduler
+:class:`Placement`  tolerations, node selector, PVCs, Secrets, service account, scheduler
 :class:`JobMetadata`  labels/annotations of the job object and its provenance
 =================  ===============================================================
 
@@ -39,7 +39,7 @@ from kfp_gpu.mpi.spec.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, check_name
 from kfp_gpu.mpi.spec.network import Network
 from kfp_gpu.mpi.spec.scheduling import SchedulingPolicy
 from kfp_gpu.mpi.spec.ssh import SshOptions
-from kfp_gpu.mpi.spec.volumes import RESERVED_MOUNT_PATHS, PvcMount, nested
+from kfp_gpu.mpi.spec.volumes import RESERVED_MOUNT_PATHS, PvcMount, SecretMount, nested
 
 CLEAN_POD_POLICIES = ("Running", "All", "None")  # types.go CleanPodPolicy
 LAUNCHER_CREATION_POLICIES = ("AtStartup", "WaitForWorkersReady")  # types.go
@@ -195,6 +195,11 @@ class Placement:
             shared ``work_dir`` rank 0 writes the model to. Not mounted on the Launcher,
             which only runs ``mpirun``. Mount paths must be distinct and must not be,
             contain or lie under ``/dev/shm``, ``/etc/mpi`` or the SSH key mount.
+        secret_volumes: Secrets mounted read-only into the Launcher AND every Worker
+            container at the same path (:class:`SecretMount`), e.g. a GCP service-account
+            key that ``GOOGLE_APPLICATION_CREDENTIALS`` (in ``env``, forwarded to the
+            ranks) names; TrainJob: every pod of both replicated jobs. Same path rules as
+            ``volumes``, and distinct from their paths.
         service_account: service account of the pods (empty = namespace default).
         scheduler_name: ``schedulerName`` of the Worker pods (e.g. ``kai-scheduler``,
             ``hami-scheduler``); empty = the request's own, else the cluster default.
@@ -209,6 +214,7 @@ class Placement:
     tolerations: Sequence[Mapping[str, Any]] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     volumes: Sequence[PvcMount] = ()
+    secret_volumes: Sequence[SecretMount] = ()
     service_account: str = ""
     scheduler_name: str = ""
     secret_env: Sequence[Mapping[str, Any]] = ()
@@ -229,19 +235,25 @@ class Placement:
                 isinstance(v, PvcMount) for v in self.volumes):
             raise ValueError("volumes must be a sequence of kfp_gpu.mpi.spec.volumes.PvcMount("
                              "claim_name, mount_path, read_only, sub_path)")
+        if isinstance(self.secret_volumes, (str, Mapping)) or not all(
+                isinstance(v, SecretMount) for v in self.secret_volumes):
+            raise ValueError("secret_volumes must be a sequence of kfp_gpu.mpi.spec.volumes."
+                             "SecretMount(secret_name, mount_path, optional)")
         reserved = (*RESERVED_MOUNT_PATHS, ssh_auth_mount_path)
         seen: list[str] = []
-        for v in self.volumes:
+        mounts = [(f"PVC {v.claim_name!r}", v) for v in self.volumes]
+        mounts += [(f"Secret {v.secret_name!r}", v) for v in self.secret_volumes]
+        for what, v in mounts:
             v.validate()
             for r in reserved:
                 if nested(v.mount_path, r):
-                    raise ValueError(f"PVC {v.claim_name!r} mount_path {v.mount_path!r} clashes "
+                    raise ValueError(f"{what} mount_path {v.mount_path!r} clashes "
                                      f"with {r!r} (the /dev/shm emptyDir, the operator's "
                                      "/etc/mpi hostfile or the SSH key mount); accepted: a "
                                      "path outside them, e.g. '/mnt/shared'")
             if v.mount_path in seen:
-                raise ValueError(f"duplicate PVC mount_path {v.mount_path!r}: each mount "
-                                 "needs its own path")
+                raise ValueError(f"duplicate mount_path {v.mount_path!r} ({what}): each "
+                                 "PVC or Secret mount needs its own path")
             seen.append(v.mount_path)
 
 

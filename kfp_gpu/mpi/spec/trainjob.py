@@ -32,8 +32,8 @@ is per job goes where Kubeflow Trainer v2.3.0 applies it (kubeflow/trainer v2.3.
           {name: node|launcher, template: {spec: {template: {
              metadata: {labels, annotations},     # Multus, KAI gpu-fraction, queue label
              spec: {tolerations, nodeSelector, serviceAccountName, securityContext,
-                    volumes: [dshm sizeLimit, PVCs],
-                    containers: [{name: node, volumeMounts: [PVCs]}]}}}}}]}}}
+                    volumes: [dshm sizeLimit, PVCs, Secrets],
+                    containers: [{name: node, volumeMounts: [PVCs, Secrets]}]}}}}}]}}}
 
 Why this split: ``resourcesPerNode`` is the only per-job way to set container resources
 (``ContainerPatch`` has env, volumeMounts and securityContext only), and it reaches the
@@ -225,15 +225,16 @@ def _pod_patch(opts: MPIJobOptions) -> dict:
         spec["nodeSelector"] = dict(sorted(selector.items()))
     if place.service_account:
         spec["serviceAccountName"] = place.service_account
-    volumes = [v.volume() for v in place.volumes]
+    volumes = [v.volume() for v in place.volumes] + mpijob.secret_volumes(opts)
     if opts.resources.shm_size:  # merged by name into the runtime's dshm emptyDir
         volumes.insert(0, {"name": "dshm", "emptyDir": {
             "medium": "Memory", "sizeLimit": opts.resources.shm_size}})
     if volumes:
         spec["volumes"] = mpijob._dedupe(volumes)
     container: dict[str, Any] = {"name": NODE_CONTAINER}
-    if place.volumes:
-        container["volumeMounts"] = [v.volume_mount() for v in place.volumes]
+    mounts = [v.volume_mount() for v in place.volumes] + mpijob.secret_mounts(opts)
+    if mounts:
+        container["volumeMounts"] = mounts
     if len(container) > 1:
         spec["containers"] = [container]
     meta = mpijob._meta(frag["labels"], annotations)

@@ -1,7 +1,9 @@
-"""Shared PersistentVolumeClaims mounted into the MPIJob Workers (:class:`PvcMount`).
+"""Volumes of the job's pods: shared PersistentVolumeClaims on the Workers
+(:class:`PvcMount`) and Secrets on the Launcher and the Workers (:class:`SecretMount`).
 
-Kubernetes form: core/v1 ``PersistentVolumeClaimVolumeSource`` (pod ``volumes``) and
-``VolumeMount`` (container ``volumeMounts``), kubernetes/api ``core/v1/types.go``.
+Kubernetes form: core/v1 ``PersistentVolumeClaimVolumeSource`` / ``SecretVolumeSource``
+(pod ``volumes``) and ``VolumeMount`` (container ``volumeMounts``), kubernetes/api
+``core/v1/types.go``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,19 @@ from kfp_gpu.mpi.spec.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
 #: of the Workers and the operator's hostfile ConfigMap on the Launcher (``/etc/mpi``,
 #: mpi-operator ``configMountPath``). ``ssh_auth_mount_path`` is checked per job.
 RESERVED_MOUNT_PATHS = ("/dev/shm", "/etc/mpi")
+
+
+def check_mount_path(path: str, what: str) -> str:
+    """``path`` if it is a normalised absolute path other than ``/`` without ``:``.
+
+    Raises:
+        ValueError: naming ``what`` (e.g. ``PVC mount_path for claim 'x'``) and the form.
+    """
+    if (not isinstance(path, str) or not path.startswith("/") or path == "/"
+            or ":" in path or posixpath.normpath(path) != path):
+        raise ValueError(f"invalid {what} {path!r}: accepted are normalised absolute paths "
+                         "other than '/' without ':' or '..', e.g. '/mnt/shared'")
+    return path
 
 
 def nested(a: str, b: str) -> bool:
@@ -71,12 +86,7 @@ class PvcMount:
             raise ValueError(f"invalid PVC claim_name {claim!r}: accepted are DNS-1123 "
                              "subdomains (lower-case letters, digits, '-', '.'; at most 253 "
                              "characters), the metadata.name of an existing PVC")
-        path = self.mount_path
-        if (not isinstance(path, str) or not path.startswith("/") or path == "/"
-                or ":" in path or posixpath.normpath(path) != path):
-            raise ValueError(f"invalid PVC mount_path {path!r} for claim {claim!r}: accepted "
-                             "are normalised absolute paths other than '/' without ':' or "
-                             "'..', e.g. '/mnt/shared'")
+        check_mount_path(self.mount_path, f"PVC mount_path for claim {claim!r}")
         sub = self.sub_path
         if not isinstance(sub, str) or sub.startswith("/") or ".." in sub.split("/"):
             raise ValueError(f"invalid PVC sub_path {sub!r} for claim {claim!r}: accepted are "
@@ -103,3 +113,69 @@ class PvcMount:
         """True if the absolute ``path`` lies at or under :attr:`mount_path`."""
         norm = posixpath.normpath(path)
         return norm == self.mount_path or norm.startswith(self.mount_path.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class SecretMount:
+    """A Kubernetes Secret mounted, read-only, into the Launcher and every Worker container
+    at the same path: each key of the Secret is a file under :attr:`mount_path`.
+
+    The Kubernetes form is a pod ``volumes`` entry ``{name, secret: {secretName[,
+    optional]}}`` (core/v1 ``SecretVolumeSource``; files mode 0644, the default
+    ``defaultMode``, so the non-root ranks can read them) plus a container ``volumeMounts``
+    entry ``{name, mountPath, readOnly: true}``. This is what
+    ``kfp.kubernetes.use_secret_as_volume(task, secret_name=..., mount_path=...,
+    optional=...)`` (kfp-kubernetes ``kfp/kubernetes/secret.py``; ``kfp-gpu compile
+    --secret-volume``) puts on a KFP task; the KFP 2.17 driver hands it to the component as
+    a volume named after the Secret (``backend/src/v2/driver/k8s.go``
+    ``extendPodSpecPatch``), which
+    :func:`kfp_gpu.components.train_resnet_horovod.run_training.secret_mounts` reads back.
+
+    Attributes:
+        secret_name: name of a Secret in the job's namespace (DNS-1123 subdomain, at most
+            253 characters).
+        mount_path: absolute, normalised path in the container (no ``..``, no ``:``).
+        optional: the pods start even when the Secret does not exist
+            (``secret.optional``); the folder is then empty.
+    """
+
+    secret_name: str
+    mount_path: str
+    optional: bool = False
+
+    def volume_name(self) -> str:
+        """Pod volume name: ``secret-<name>`` when that is a DNS-1123 label (63
+        characters), else ``secret-<first 12 hex of sha256(name)>``; never one of the names
+        the builders or the operators use (``dshm``, ``ssh-auth``, ``mpi-job-config``,
+        ``mpi-ssh-auth``, ``mpi-hostfile``) nor a :class:`PvcMount`'s (``pvc-...``)."""
+        name = f"secret-{self.secret_name}"
+        if len(name) <= 63 and DNS1123_LABEL.match(name):
+            return name
+        return "secret-" + hashlib.sha256(self.secret_name.encode()).hexdigest()[:12]
+
+    def validate(self) -> SecretMount:
+        """Check the Secret name and the path; return ``self``.
+
+        Raises:
+            ValueError: naming the field and what is accepted.
+        """
+        name = self.secret_name
+        if not isinstance(name, str) or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+            raise ValueError(f"invalid Secret name {name!r}: accepted are DNS-1123 subdomains "
+                             "(lower-case letters, digits, '-', '.'; at most 253 characters), "
+                             "the metadata.name of a Secret in the job's namespace")
+        check_mount_path(self.mount_path, f"Secret mount_path for Secret {name!r}")
+        if not isinstance(self.optional, bool):
+            raise ValueError(f"Secret optional must be a bool: {self.optional!r}")  # noqa: TRY004
+        return self
+
+    def volume(self) -> dict:
+        """The pod ``volumes`` entry."""
+        source: dict[str, Any] = {"secretName": self.secret_name}
+        if self.optional:
+            source["optional"] = True
+        return {"name": self.volume_name(), "secret": source}
+
+    def volume_mount(self) -> dict:
+        """The container ``volumeMounts`` entry (always read-only)."""
+        return {"name": self.volume_name(), "mountPath": self.mount_path, "readOnly": True}
