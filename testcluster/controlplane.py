@@ -26,7 +26,10 @@ recipe; each step names its upstream source):
   ``KUBECONFIG`` env; leader election always on, in ``--lock-namespace``).
 
 Every process is started in its own session and stopped by its pid (kwokctl keeps the
-pids of the ones it started and stops them on ``delete cluster``).
+pids of the ones it started and stops them on ``delete cluster``). The plane's supervisor
+(:mod:`testcluster.supervise`, one process per plane, started first by :func:`up` and
+stopped first by :func:`down`) restarts any of them that exits, with the kubelet's
+container restart backoff, as a cluster restarts its static pods and Deployments.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from pathlib import Path
 
 import yaml
 
-from testcluster import modules, nodes, stages
+from testcluster import modules, nodes, processes, stages, supervise
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "testcluster" / "build.sh"
@@ -134,21 +137,22 @@ class Plane:
 
     def start_process(self, name: str, argv: list[str],
                       extra_env: dict[str, str] | None = None) -> int:
-        """Start ``argv`` in its own session, log in logs/<name>.log, pid in pids/."""
+        """Start ``argv`` in its own session, log in logs/<name>.log, pid in pids/, and have
+        the plane's supervisor restart it when it exits (:func:`testcluster.processes.spawn`:
+        through the supervisor when it runs)."""
         self.logs.mkdir(parents=True, exist_ok=True)
         self.pid_file(name).parent.mkdir(parents=True, exist_ok=True)
-        with open(self.logs / f"{name}.log", "ab") as log:
-            p = subprocess.Popen(argv, env={**self.env(), **(extra_env or {})}, stdout=log,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True)
-        self.pid_file(name).write_text(str(p.pid))
-        return p.pid
+        return processes.spawn(self.dir, name, argv, {**self.env(), **(extra_env or {})},
+                               self.logs / f"{name}.log", [self.pid_file(name)])
 
     def stop_process(self, name: str, grace_s: float = 10.0) -> None:
-        """SIGTERM the process recorded as ``name`` (its session), SIGKILL after grace_s."""
+        """SIGTERM the process recorded as ``name`` (its session), SIGKILL after grace_s;
+        held first, so the supervisor does not start it again (a later
+        :meth:`start_process` does)."""
         f = self.pid_file(name)
         if not f.exists():
             return
+        supervise.hold(self.dir, name)
         pid = int(f.read_text())
         _signal_group(pid, signal.SIGTERM)
         end = time.monotonic() + grace_s
@@ -213,18 +217,8 @@ class Plane:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still answers kill(0): reap it if it is ours.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
+    """Whether ``pid`` runs (an exited, unreaped process does not)."""
+    return supervise.alive(pid)
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -301,12 +295,14 @@ def _create_cluster(plane: Plane) -> None:
             "--kube-scheduler-config", str(_scheduler_config(plane)),
             "-c", str(_kwokctl_config(plane))]
     plane.logs.mkdir(parents=True, exist_ok=True)
-    with open(plane.logs / "kwokctl.log", "ab") as log:
-        r = subprocess.run(argv, env=plane.env(), stdout=log, stderr=subprocess.STDOUT,
-                           timeout=600, check=False)
-    if r.returncode != 0:
+    # a child of the plane's supervisor: the components it forks and leaves are
+    # reparented to it (a subreaper), which restarts them (testcluster/supervise.py)
+    rc = processes.run_once(plane.dir, "kwokctl-create", argv, plane.env(),
+                            plane.logs / "kwokctl.log", timeout=600)
+    if rc != 0:
         tail = (plane.logs / "kwokctl.log").read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"kwokctl create cluster failed ({r.returncode}):\n{tail}")
+        raise RuntimeError(f"kwokctl create cluster failed ({rc}):\n{tail}")
+    processes.adopt(plane.dir, plane.workdir / "clusters" / plane.name)
 
 
 def _wait_nodes_ready(plane: Plane, names: list[str], timeout: float = 120) -> None:
@@ -353,6 +349,7 @@ def up(dir: Path = DEFAULT_DIR, name: str = "kfp-gpu", tier: int = 1,
                            "python -m testcluster.controlplane down first")
     plane.dir.mkdir(parents=True, exist_ok=True)
     try:
+        processes.start(plane.dir)
         _create_cluster(plane)
         fake = nodes.fake_nodes()
         plane.apply(fake)
@@ -402,7 +399,8 @@ def tier_of(dir: Path) -> int:
 
 
 #: What makes a folder a plane's (one of these): :func:`down` refuses any other folder.
-PLANE_MARKS = ("kubeconfig", "kwokctl.yaml", "tier", "pids", "kwok", "node/state.json")
+PLANE_MARKS = ("kubeconfig", "kwokctl.yaml", "tier", "pids", "kwok", "node/state.json",
+               "supervisor.pid", "supervise")
 
 
 def is_plane_dir(dir: Path) -> bool:
@@ -421,7 +419,8 @@ def scratch_dir(prefix: str = "kfp-gpu-plane-") -> Path:
 
 
 def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
-    """Stop the operators (by pid), delete the kwokctl cluster(s) in ``dir`` (``name``, by
+    """Stop the plane's supervisor (first: nothing is restarted meanwhile), the operators
+    (by pid), delete the kwokctl cluster(s) in ``dir`` (``name``, by
     default each one under ``dir/kwok/clusters``: the test fixture names its cluster
     ``kfp-gpu-<random>``), the real node if there is one, and remove ``dir``. A cluster
     process kwokctl did not stop is killed by the pid kwokctl recorded
@@ -441,6 +440,8 @@ def down(dir: Path = DEFAULT_DIR, name: str | None = None) -> None:
         raise RuntimeError(f"{dir} is not a control plane's folder (none of "
                            f"{', '.join(PLANE_MARKS)} in it): refusing to remove it")
     plane = Plane(dir)
+    if processes.stop(dir):  # first: nothing is restarted while the rest stops
+        print("  supervisor: stopped", file=sys.stderr)
     for line in node.down(plane):
         print(f"  node: {line}", file=sys.stderr)
     for f in sorted((dir / "pids").glob("*.pid")) if (dir / "pids").exists() else []:
