@@ -54,6 +54,74 @@ def module_file(wrapper: str, module: str, rel: str) -> Path:
     return module_dir(module, pinned_version(wrapper, module)) / rel
 
 
+#: What each tool of testcluster/build.sh builds, as the docs name it: tool -> (name in
+#: prose, the main module its wrapper go.mod pins). ``kubelet`` is built from the ``k8s``
+#: wrapper (build.sh ``moddir``).
+COMPONENTS = {
+    "k8s": ("Kubernetes", "k8s.io/kubernetes"),
+    "etcd": ("etcd", "go.etcd.io/etcd/server/v3"),
+    "kwok": ("kwok", "sigs.k8s.io/kwok"),
+    "mpi-operator": ("mpi-operator", "github.com/kubeflow/mpi-operator"),
+    "kustomize": ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5"),
+    "jobset": ("JobSet", "sigs.k8s.io/jobset"),
+    "trainer": ("Trainer", "github.com/kubeflow/trainer/v2"),
+    "kueue": ("Kueue", "sigs.k8s.io/kueue"),
+    "kubelet": ("kubelet, kube-proxy", "k8s.io/kubernetes"),
+    "containerd": ("containerd", "github.com/containerd/containerd/v2"),
+    "runc": ("runc", "github.com/opencontainers/runc"),
+    "cni-plugins": ("CNI plugins", "github.com/containernetworking/plugins"),
+    "coredns": ("CoreDNS", "github.com/coredns/coredns"),
+    "dra-example-driver": ("dra-example-driver", "sigs.k8s.io/dra-example-driver"),
+}
+BUILD_SH = Path(__file__).resolve().parent / "build.sh"
+
+
+def wrapper(tool: str) -> str:
+    """The folder under testcluster/go that builds ``tool`` (build.sh ``moddir``)."""
+    return "k8s" if tool == "kubelet" else tool
+
+
+def tiers() -> dict[str, list[str]]:
+    """build.sh's tiers in its order: ``{"tier1": ["k8s", "etcd", ...], ..., "node": [...]}``
+    (its ``NAME=(tool ...)`` arrays), the one list of what the plane runs.
+
+    Raises:
+        LookupError: build.sh has no such arrays.
+    """
+    found = re.findall(r"^(tier\d|node)=\(([^)]*)\)", BUILD_SH.read_text(encoding="utf-8"),
+                       re.MULTILINE)
+    if not found:
+        raise LookupError(f"no tier arrays (tier1=(...)) in {BUILD_SH}")
+    return {name: tools.split() for name, tools in found}
+
+
+def versions() -> list[tuple[str, str, str, str, str]]:
+    """The tier/version table: one ``(tier, tool, name, module, version)`` per tool of
+    :func:`tiers`, the version the tool's wrapper go.mod selects (what build.sh builds).
+
+    Raises:
+        KeyError: a tool of build.sh that :data:`COMPONENTS` does not name.
+        LookupError: a wrapper go.mod that does not pin the tool's module.
+    """
+    rows = []
+    for tier, tools in tiers().items():
+        for tool in tools:
+            name, module = COMPONENTS[tool]
+            rows.append((tier, tool, name, module, pinned_version(wrapper(tool), module)))
+    return rows
+
+
+def version_table() -> str:
+    """:func:`versions` as a Markdown table (tier, tool, module, version): the plane's
+    components at the versions the go.mod files pin; testcluster/README.md shows it and
+    tests/test_docs_restated.py compares every "<tool> vX.Y.Z" of the docs with it."""
+    lines = ["| tier | tool | module (testcluster/go/&lt;tool&gt;/go.mod) | version |",
+             "|---|---|---|---|"]
+    lines += [f"| {tier.removeprefix('tier')} | {name} | {module} | {version} |"
+              for tier, _tool, name, module, version in versions()]
+    return "\n".join(lines)
+
+
 #: tool -> (wrapper folder, module path) for :func:`module_docs`.
 TOOLS = {"jobset": ("jobset", "sigs.k8s.io/jobset"),
          "trainer": ("trainer", "github.com/kubeflow/trainer/v2"),

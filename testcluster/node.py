@@ -6,8 +6,8 @@ really run (the project's images under a kubelet, containerd and runc).
 
 What runs, all built from the wrapper modules in testcluster/go (``build.sh node``):
 kubelet and kube-proxy (k8s.io/kubernetes v1.36.3, the same module as the control plane),
-containerd v2.4.2 + runc v1.3.3, the CNI plugins v1.10.0 (bridge, host-local, loopback,
-portmap), CoreDNS v1.13.1 and dra-example-driver v0.2.1's kubelet plugin. Everything but
+containerd v2.4.2 + runc v1.5.3, the CNI plugins v1.10.0 (bridge, host-local, loopback,
+portmap), CoreDNS v1.15.0 and dra-example-driver v0.2.1's kubelet plugin. Everything but
 the veth's host end lives in a network namespace of its own (``ip netns add``); daemons
 are started in it with ``nsenter --net=`` (``ip netns exec`` would remount /sys and hide
 the machine's cgroup v1 mounts). The API server is reached on the veth's host end (it

@@ -9,7 +9,7 @@ testcluster/go pin):
 - kubelet v1.36.3: k8s.io/kubelet/config/v1beta1 KubeletConfiguration;
 - kube-proxy v1.36.3: k8s.io/kube-proxy/config/v1alpha1 KubeProxyConfiguration;
 - CNI plugins v1.10.0: plugins/main/bridge, plugins/ipam/host-local, plugins/meta/portmap;
-- CoreDNS v1.13.1: plugin/kubernetes (``kubeconfig``, ``pods insecure``), plugin/bind.
+- CoreDNS v1.15.0: plugin/kubernetes (``kubeconfig``, ``pods insecure``), plugin/bind.
 """
 
 from __future__ import annotations

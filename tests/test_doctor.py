@@ -132,6 +132,11 @@ def test_ready_cluster_with_real_rbac(tmp_path, rbac_objects):
         assert "(single-user)" in res.output
         reviews = [r for r in c.requests if r["path"].endswith("selfsubjectaccessreviews")]
         assert len(reviews) == len(doctor.LAUNCHER_PERMISSIONS)
+        # what doctor asks about is exactly what manifests/rbac's Role grants
+        role = next(o for o in rbac_objects if o["kind"] == "Role")
+        assert sorted(r["review"] for r in reviews) == sorted(
+            (g, res, verb) for rule in role["rules"] for g in rule["apiGroups"]
+            for res in rule["resources"] for verb in rule["verbs"])
         assert {r["user"] for r in reviews} == {
             f"system:serviceaccount:kubeflow:{doctor.DEFAULT_SERVICE_ACCOUNT}"}
         assert {r["impersonated_by"] for r in reviews} == {"kubernetes-admin"}

@@ -1,5 +1,5 @@
 """Real pods: the project's images run under the plane's real node (kubelet v1.36.3,
-containerd v2.4.2, runc v1.3.3, CNI bridge, CoreDNS; :mod:`testcluster.node`), driven by the
+containerd v2.4.2, runc v1.5.3, CNI bridge, CoreDNS; :mod:`testcluster.node`), driven by the
 real mpi-operator v0.8.2 and the real kube-scheduler / controllers.
 
 What only a real node shows, and which upstream behaviour each test rests on:

@@ -40,7 +40,8 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
   (possibly impersonated) user with ``status.allowed`` and, when allowed, a ``reason``
   naming the binding, as the RBAC authorizer does.
 
-Every request is recorded (method, path, effective user, impersonated-by) in
+Every request is recorded (method, path, effective user, impersonated-by; a review's
+``review``: the (group, resource[/subresource], verb) it asks about) in
 :attr:`FakeCluster.requests`.
 
 Upstream files (kubernetes/kubernetes, ``staging/src/k8s.io`` = S, at the commit
@@ -320,10 +321,11 @@ class _Handler(JsonHandler):
             return "list", "trainer.kubeflow.org", "clustertrainingruntimes", "", ""
         return "list", "", "nodes", "", ""
 
-    def _record(self, who) -> None:
-        self.cluster.requests.append({"method": self.command, "path": urlsplit(self.path).path,
-                                      "user": who[0] if who else None,
-                                      "impersonated_by": who[2] if who else None})
+    def _record(self, who) -> dict:
+        entry = {"method": self.command, "path": urlsplit(self.path).path,
+                 "user": who[0] if who else None, "impersonated_by": who[2] if who else None}
+        self.cluster.requests.append(entry)
+        return entry
 
     def do_GET(self):
         path = urlsplit(self.path).path
@@ -411,7 +413,7 @@ class _Handler(JsonHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         who = self._identity()
-        self._record(who)
+        entry = self._record(who)
         if who is None:
             return
         if path != SSAR_PATH:
@@ -427,6 +429,7 @@ class _Handler(JsonHandler):
         resource = attrs.get("resource", "")
         if attrs.get("subresource"):
             resource += "/" + attrs["subresource"]
+        entry["review"] = (attrs.get("group", ""), resource, attrs.get("verb", ""))
         ok, why = self.cluster.authorize(who[0], who[1], attrs.get("verb", ""),
                                          attrs.get("group", ""), resource,
                                          attrs.get("namespace", ""), attrs.get("name", ""))

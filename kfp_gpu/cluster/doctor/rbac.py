@@ -28,6 +28,23 @@ LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
 DRA_RESOURCES = {("resource.k8s.io", "resourceclaimtemplates")}
 
 
+def permissions_summary(permissions=LAUNCHER_PERMISSIONS) -> str:
+    """One line naming ``permissions`` ((apiGroup, resource, verb) triples, e.g. the rules of
+    manifests/rbac/role.yaml) resource by resource, in their order, resources with the same
+    verbs together and a non-core group in parentheses:
+    ``mpijobs (kubeflow.org), trainjobs (trainer.kubeflow.org): create/delete/...; pods:
+    get/list; ...``. manifests/README.md shows it for the Role (tests/test_docs_restated.py
+    compares the two), so the summary a platform team copies is the Role."""
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for group, resource, verb in permissions:
+        verbs.setdefault((group, resource), set()).add(verb)
+    same: dict[tuple[str, ...], list[str]] = {}
+    for (group, resource), vs in verbs.items():
+        same.setdefault(tuple(sorted(vs)), []).append(
+            f"{resource} ({group})" if group else resource)
+    return "; ".join(f"{', '.join(names)}: {'/'.join(vs)}" for vs, names in same.items())
+
+
 def access_section(rep: Report, facts: ClusterFacts, needs: Needs) -> None:
     """The permissions table; problems (pipelines that launch a distributed job) or
     warnings for what is missing; what only the other backend needs is a warning."""

@@ -1,4 +1,4 @@
-// Wrapper module pinning github.com/coredns/coredns@v1.13.1 (the real node's cluster DNS); built by testcluster/build.sh.
+// Wrapper module pinning github.com/coredns/coredns@v1.15.0 (the real node's cluster DNS); built by testcluster/build.sh.
 module kfp-gpu/control-plane/coredns
 
 go 1.26.0

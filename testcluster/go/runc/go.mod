@@ -1,4 +1,4 @@
-// Wrapper module pinning github.com/opencontainers/runc@v1.3.3 (the real node's OCI runtime; cgo + seccomp); built by testcluster/build.sh.
+// Wrapper module pinning github.com/opencontainers/runc@v1.5.3 (the real node's OCI runtime; cgo + seccomp); built by testcluster/build.sh.
 module kfp-gpu/control-plane/runc
 
 go 1.26.0
