@@ -526,3 +526,77 @@ def test_the_local_runner_and_real_pods_agree_on_the_resnet_job(
     assert [p.metadata.labels["training.kubeflow.org/job-role"] for p in real_pods] == [
         "launcher"]
     assert all("launcher" in n for n in left), left
+
+
+#: What each rank of the Secret-volume test runs: its host, the sha256 of the file the
+#: forwarded GOOGLE_APPLICATION_CREDENTIALS names, the forwarded (set) optional S3 key,
+#: then a pause while the test reads the same file in the Launcher through pods/exec.
+KEY_PROGRAM = ("sh", "-c", ('echo "KEYFILE $(hostname) $(sha256sum '
+                            '"$GOOGLE_APPLICATION_CREDENTIALS" | cut -d" " -f1) '
+                            'ENDPOINT=$AWS_ENDPOINT_URL"; sleep 20'))
+
+
+def test_a_secret_volume_reaches_every_rank_and_absent_optional_keys_stay_quiet(
+        real_node, api, namespace, node_image, tmp_path):
+    """The component's MPIJob for a task compiled with the GCS recipe of docs/cluster.md
+    (``--secret-volume gcp-sa:/var/secrets/google:key.json``) and the S3 preset
+    (``--secret-env s3-creds``), built from the TaskConfig the KFP 2.17 driver hands it
+    (tests/test_task_config_secrets.py), on the real node: the kubelet mounts the Secret in
+    the Launcher and both Workers; each rank, started over ssh by mpirun, reads the file
+    the forwarded ``GOOGLE_APPLICATION_CREDENTIALS`` names (its sha256 is the Secret's);
+    the Launcher holds the same file at the same path (read through pods/exec). The Secret
+    lacks four of the preset's optional keys: the Launcher's log names none of them (mpirun
+    gets ``-x`` only for set variables, kfp_gpu/mpi/spec/mpirun.py forward_set_only), while
+    the one it has reaches the ranks."""
+    import base64
+    import hashlib
+    import re
+
+    from kubernetes import client
+
+    from kfp_gpu.compiler import task_settings
+    from kfp_gpu.mpi.spec import mpijob
+    from tests.test_task_config_secrets import compiled_task, driver_task_config
+
+    key = json.dumps({"type": "service_account", "client_email": f"ranks@{namespace}.test",
+                      "private_key_id": uuid.uuid4().hex}).encode()
+    want = hashlib.sha256(key).hexdigest()
+    endpoint = "http://store.invalid:9000"
+    core = client.CoreV1Api(api)
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "gcp-sa"}, "data": {
+        "key.json": base64.b64encode(key).decode()}})
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "s3-creds"}, "stringData": {
+        "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": endpoint}})
+    compiled = task_settings.from_options(secret_env=["s3-creds"],
+                                          secret_volume=["gcp-sa:/var/secrets/google:key.json"])
+    settings = {**rt.worker_settings(driver_task_config(*compiled_task(compiled))),
+                **ON_REAL_NODE, "worker_cpu": "100m", "worker_memory": "256Mi"}
+    name = f"key-{uuid.uuid4().hex[:5]}"
+    opts = rt.job_options(
+        name=name, namespace=namespace, image=node_image("horovod"), args=(), workers=2,
+        settings=settings, rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A,
+        multus_networks="", nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
+        shm_size="64Mi", run_id="real", task_name="train-resnet-horovod", gpu_override="none",
+        policy=rt.policy_settings())
+    job = mpijob.build(opts.replace(program=KEY_PROGRAM))
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(_pod_placement())
+
+    launch = jobs.Launch(api, job, tmp_path / "record.json", pending_timeout_s=300,
+                         log_poll_s=0.5)
+    launch.start()
+    kube.wait_for(lambda: sum("KEYFILE " in ln for ln in launch.lines) == 2, 300,
+                  "both ranks to read the key file", interval=1)
+    pod = jobs.launcher_pod(api, namespace, name).metadata.name
+    in_launcher = real_node.kubectl("exec", "-n", namespace, pod, "--", "sh", "-c",
+                                    'sha256sum "$GOOGLE_APPLICATION_CREDENTIALS"').stdout
+    result, error = launch.outcome(timeout=300)
+    log = "\n".join(launch.lines)
+    assert error is None and result.status == "Succeeded", f"{error}\n{log[-3000:]}"
+    ranks = [m.groups() for m in map(re.compile(r"KEYFILE (\S+) (\S*) ENDPOINT=(\S*)").search,
+                                     launch.lines) if m]
+    assert sorted(host for host, _, _ in ranks) == [f"{name}-worker-0", f"{name}-worker-1"]
+    assert {(digest, url) for _, digest, url in ranks} == {(want, endpoint)}, log[-3000:]
+    assert in_launcher.split() == [want, "/var/secrets/google/key.json"]
+    absent = [n for n in task_settings.AWS_OPTIONAL if n != "AWS_ENDPOINT_URL"]
+    assert not [n for n in absent if n in log], log[:3000]
+    print(f"\n--- Launcher log of {namespace}/{name}:\n" + log[-2000:])
