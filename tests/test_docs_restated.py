@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from kfp_gpu.cli import app, errors
 from kfp_gpu.cluster.doctor import rbac
 from testcluster import modules
 
@@ -188,3 +190,19 @@ def test_the_role_summary_names_each_verb_of_each_resource():
                                         ("", "events", "list")])
     assert summary == "pods, jobs (x.io): get/watch; events: list"
     assert "patch" not in summary
+
+
+# ------------------------------------------------------------------ the exit codes
+def test_the_exit_code_table_is_the_code_s():
+    """README "Exit codes": the code and meaning columns are kfp_gpu.cli.errors.STATUSES,
+    row by row (the examples column is the page's own); ``kfp-gpu --help`` says the same."""
+    text = _text("README.md")
+    table = text[text.index("### Exit codes"):].split("\n## ")[0]
+    rows = re.findall(r"^\| ([\d /]+) \| ([^|]+) \|", table, re.MULTILINE)
+    assert [(codes, meaning.strip()) for codes, meaning in rows] == [
+        (" / ".join(map(str, codes)), meaning) for codes, meaning in errors.STATUSES]
+    assert {c for codes, _m in errors.STATUSES for c in codes} == {
+        errors.OK, errors.FAILED, errors.USAGE, errors.UNREACHABLE, errors.SIGINT,
+        errors.SIGTERM}
+    result = CliRunner().invoke(app, ["--help"], terminal_width=400)
+    assert f"Exit status: {errors.statuses_text()}." in re.sub(r"\s+", " ", result.output)

@@ -25,7 +25,8 @@ from kfp_gpu.cli import checks, doctor, errors, mpijob, parameters, resnet, subm
 # errors.Group: every error is one line with its exit status (README "Exit codes"); Typer's
 # shell completion is on (--install-completion / --show-completion).
 app = typer.Typer(cls=errors.Group, add_completion=True, no_args_is_help=True,
-                  help="Kubeflow Pipelines components and pipelines for GPU training.")
+                  help="Kubeflow Pipelines components and pipelines for GPU training.\n\n"
+                  f"Exit status: {errors.statuses_text()}.")
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -50,11 +51,8 @@ def _main_options(
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Show the Python traceback with an error.")] = False,
 ) -> None:
-    """Kubeflow Pipelines components and pipelines for GPU training.
-
-    Exit status: 0 ok, 1 the job ran and failed, 2 usage or input error, 3 cluster or
-    engine unreachable, 130/143 interrupted (SIGINT/SIGTERM).
-    """
+    """The options before any command (the app's help text, with the exit statuses of
+    :data:`kfp_gpu.cli.errors.STATUSES`, is given to ``typer.Typer`` above)."""
     errors.set_verbose(verbose)
 
 

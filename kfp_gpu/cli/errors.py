@@ -1,8 +1,9 @@
 """The one place where the CLI turns an exception into an exit status and one line.
 
-Exit statuses of every ``kfp-gpu`` command (README "Exit codes"; issue 22 item 10, the
-classes kubectl, docker and pip keep apart; issue 37 item 5: one rule for an exception
-raised in this process and for a task's record alike):
+Exit statuses of every ``kfp-gpu`` command (the table README "Exit codes" and
+``kfp-gpu --help`` show is :data:`STATUSES`; issue 22 item 10, the classes kubectl, docker
+and pip keep apart; issue 37 item 5: one rule for an exception raised in this process and
+for a task's record alike), with what each covers:
 
 ====  ================================================================================
 0     ok
@@ -39,6 +40,16 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperCommand, TyperGroup
 
 OK, FAILED, USAGE, UNREACHABLE, SIGINT, SIGTERM = 0, 1, 2, 3, 130, 143
+#: The exit-code table, ``(statuses, meaning)`` per row: README "Exit codes" shows it (its
+#: first two columns; tests/test_docs_restated.py compares them) and ``kfp-gpu --help``
+#: says it (:func:`statuses_text`).
+STATUSES: tuple[tuple[tuple[int, ...], str], ...] = (
+    ((OK,), "ok"),
+    ((FAILED,), "the job ran and failed, or an internal error"),
+    ((USAGE,), "usage or input error"),
+    ((UNREACHABLE,), "the environment: cluster or engine unreachable, disk full"),
+    ((SIGINT, SIGTERM), "interrupted by SIGINT (Ctrl-C) / SIGTERM"),
+)
 #: Status 3 is the environment's: an unreachable service, a full disk, no memory.
 ENVIRONMENT = UNREACHABLE
 #: ``OSError`` numbers that are the machine's condition, not the user's input (exit 3).
@@ -74,6 +85,12 @@ class JobFailed(CliError):
 
 #: Whether a traceback goes with the one line (``kfp-gpu -v``; a command's own ``-v``).
 _state = {"verbose": False}
+
+
+def statuses_text() -> str:
+    """:data:`STATUSES` as one sentence for help text: ``0 ok; 1 the job ran and failed,
+    ...; 130 / 143 interrupted by ...``."""
+    return "; ".join(f"{' / '.join(map(str, codes))} {meaning}" for codes, meaning in STATUSES)
 
 
 def set_verbose(on: bool = True) -> None:
