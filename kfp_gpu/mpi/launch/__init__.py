@@ -8,8 +8,10 @@ Read in order (build -> launch -> watch -> cancel):
    (a retried KFP task), and hand the ownerReference over (:mod:`.owner`); :mod:`.records`
    writes what was created and reads phases and outcomes.
 3. :mod:`.watch`: wait for the end (watch with resume, poll as fallback), with
-   :mod:`.pending` bounding how long the job may stay unscheduled (reads pod events) and
-   :mod:`.logs` streaming the Launcher's log (:mod:`.metrics` reads the trainer's figures).
+   :mod:`.pending` bounding how long the job may stay unscheduled (reads pod events),
+   :mod:`.preemption` saying what a job suspended after it ran (Kueue preemption) waits
+   for, and :mod:`.logs` streaming the Launcher's log (:mod:`.metrics` reads the trainer's
+   figures).
 4. :mod:`.cancel`: on SIGTERM (KFP's Terminate), delete the job first, then the rest.
 
 Every API call goes through :mod:`.jobs_api` with request timeouts and :mod:`.retry`'s

@@ -108,7 +108,9 @@ class PendingGuard:
         backend: the job's :class:`~kfp_gpu.mpi.spec.backends.Backend`.
         namespace, name: the job.
         timeout_s: seconds from the guard's creation (a ``Suspended`` job, e.g. queued by
-            Kueue, restarts the clock); 0 disables the guard.
+            Kueue, restarts the clock); 0 disables the guard. A job suspended after it
+            started (preempted by Kueue: :mod:`kfp_gpu.mpi.launch.preemption`) arms the
+            guard again: once resumed, it has ``timeout_s`` to run again.
         clock: monotonic seconds (tests pass a fake).
     """
 
@@ -118,6 +120,7 @@ class PendingGuard:
         self.namespace, self.name, self.timeout_s, self.clock = namespace, name, timeout_s, clock
         self.deadline = clock() + timeout_s
         self.done = timeout_s <= 0
+        self.ran = False  # disarmed because the job started (not by a timeout)
 
     @property
     def poll_s(self) -> int:
@@ -125,19 +128,25 @@ class PendingGuard:
         return max(1, min(30, int(self.timeout_s / 4) or 1))
 
     def check(self, obj: Mapping | None) -> None:
-        """Disarm once ``obj`` (the job) has started; raise when the time is up.
+        """Disarm once ``obj`` (the job) has started, arm again when a started job is
+        suspended; raise when the time is up.
 
         Raises:
             PendingTimeout: the job is not Running after ``timeout_s``; reason and message
                 from :func:`diagnose` (the caller deletes the job).
         """
-        if self.done or obj is None:
+        if obj is None:
+            return
+        suspended = phase(obj) == "Suspended"
+        if self.done:
+            if not (self.ran and suspended):
+                return
+            self.done = self.ran = False  # preempted: its pods must run again in time
+        if suspended:
+            self.deadline = self.clock() + self.timeout_s
             return
         if started(self.backend, obj):
-            self.done = True
-            return
-        if phase(obj) == "Suspended":
-            self.deadline = self.clock() + self.timeout_s
+            self.done = self.ran = True
             return
         if self.clock() < self.deadline:
             return
