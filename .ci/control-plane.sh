@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CI: build the test control plane (testcluster/build.sh) tier by tier within a
 # time budget, so a cold machine (empty Go caches) still finishes .ci/run in time. Tier 1
-# (Kubernetes, etcd, kwok, mpi-operator) is always built; tier 2 (JobSet, Trainer), the node
-# tier (kubelet, containerd, runc, CNI, CoreDNS, dra-example-driver: the real node) and
-# tier 3 (Kueue) only if CI's elapsed time allows when their turn comes (or they are cached).
+# (Kubernetes, etcd, kwok, mpi-operator, and kustomize for the unit tests) is always built;
+# tier 2 (JobSet, Trainer), the node tier (kubelet, containerd, runc, CNI, CoreDNS,
+# dra-example-driver: the real node) and tier 3 (Kueue) only if CI's elapsed time allows
+# when their turn comes (or they are cached).
 #
 # The rule (README "CI"; tests/cluster/conftest.py `unavailable` applies it to the tests):
 # - a tier skipped by the time budget is named, with the reason, in $1 (one line

@@ -4,7 +4,7 @@
 # cache outside the checkout.
 #
 #   build.sh [TIER|TOOL ...]   build what is missing: tier1 (default) = k8s etcd kwok
-#                              mpi-operator; tier2 = jobset trainer; tier3 = kueue;
+#                              mpi-operator kustomize; tier2 = jobset trainer; tier3 = kueue;
 #                              node = kubelet containerd runc cni-plugins coredns
 #                              dra-example-driver (a real node: the plane's node tier); all
 #   build.sh --dir TOOL        print the folder holding TOOL's binaries (exit 1 if not built)
@@ -21,7 +21,7 @@ cache="${KFP_GPU_CP_CACHE:-$HOME/.cache/kfp-gpu/control-plane}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false} -modcacherw"
 jobs="${KFP_GPU_CP_JOBS:-$(nproc)}"
 
-tier1=(k8s etcd kwok mpi-operator)
+tier1=(k8s etcd kwok mpi-operator kustomize)
 tier2=(jobset trainer)
 tier3=(kueue)
 node=(kubelet containerd runc cni-plugins coredns dra-example-driver)
@@ -64,6 +64,13 @@ build_tool() {  # build_tool TOOL: go build TOOL's main packages into its cache 
     etcd) pkgs=(go.etcd.io/etcd/server/v3) ;;
     kwok) pkgs=(sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl) ;;
     mpi-operator) pkgs=(github.com/kubeflow/mpi-operator/cmd/mpi-operator) ;;
+    kustomize)
+      # Version stamping as kustomize's release build does (its kustomize.Dockerfile and
+      # releasing/ ldflags): without it `kustomize version` prints (devel).
+      local kv
+      kv="$(sed -n 's#^\s*\(require \)\{0,1\}sigs.k8s.io/kustomize/kustomize/v5 \(v[0-9.]*\).*#\2#p' "$mods/kustomize/go.mod" | head -1)"
+      ldflags+=" -X sigs.k8s.io/kustomize/api/provenance.version=$kv"
+      pkgs=(sigs.k8s.io/kustomize/kustomize/v5) ;;
     jobset) pkgs=(sigs.k8s.io/jobset) ;;
     trainer) pkgs=(github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager) ;;
     kueue) pkgs=(sigs.k8s.io/kueue/cmd/kueue) ;;

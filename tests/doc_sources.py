@@ -5,15 +5,14 @@
   or ``invisible-code-block``), e.g. what a builder returns; a list is several documents;
 - ``compile:PATH[#KEY/KEY/...]``: ``kfp-gpu compile -o DIR`` once per session, then the file
   ``DIR/PATH`` (a component or pipeline YAML, a manifest), optionally one value inside;
-- ``kustomize:DIR[#KIND,KIND]``: ``kubectl kustomize DIR`` (what the repository ships
-  rendered), optionally only the objects of those kinds;
+- ``kustomize:DIR[#KIND,KIND]``: DIR rendered by :func:`tests.kustomize.kustomize` (what the
+  repository ships rendered), optionally only the objects of those kinds;
 - ``file:PATH[#KEY/KEY/...]``: a file the repository ships, as it is.
 """
 
 from __future__ import annotations
 
 import functools
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,12 +45,9 @@ def compiled() -> Path:
 
 @functools.cache
 def kustomized(folder: str) -> tuple:
-    kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl is not installed (apt-get install kubernetes-client)"
-    proc = subprocess.run([kubectl, "kustomize", str(REPO / folder)], capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert proc.returncode == 0, f"kubectl kustomize {folder}: {proc.stderr}"
-    return tuple(d for d in yaml.safe_load_all(proc.stdout) if d)
+    from tests.kustomize import kustomize
+
+    return tuple(kustomize(REPO / folder))
 
 
 def load(source: str, namespace: dict) -> list:

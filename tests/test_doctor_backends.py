@@ -6,10 +6,7 @@ manifests/trainer."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,16 +17,14 @@ from kfp_gpu.cluster.doctor import backends as db
 from kfp_gpu.cluster.doctor.model import Runtime, RuntimeFacts
 from tests.doctor_double import IMAGE, crds, run
 from tests.doubles.k8s_cluster import FakeCluster, mpijob_crd, trainer_crds
+from tests.kustomize import kustomize
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def runtime() -> dict:
-    kubectl = os.environ.get("KUBECTL") or shutil.which("kubectl") or "kubectl"
-    out = subprocess.run([kubectl, "kustomize", str(REPO / "manifests" / "trainer")],
-                         capture_output=True, text=True, check=True, timeout=120).stdout
-    (doc,) = [d for d in yaml.safe_load_all(out) if d]
+    (doc,) = kustomize(REPO / "manifests" / "trainer")
     return doc
 
 

@@ -138,17 +138,13 @@ def test_pure_fit_check():
 
 def test_a_dra_trainjob_needs_the_dra_runtime():
     """backend trainjob with a dra request: the runtime of manifests/trainer-dra."""
-    import subprocess
-
     from kfp_gpu.cluster.doctor import backends as db
     from kfp_gpu.cluster.doctor.model import Runtime, RuntimeFacts
     from tests.doctor_double import IMAGE, crds
-    from tests.kustomize import MANIFESTS, kubectl
+    from tests.kustomize import MANIFESTS, kustomize
 
     def rendered(overlay: str) -> dict:
-        out = subprocess.run([kubectl(), "kustomize", str(MANIFESTS / overlay)], check=True,
-                             capture_output=True, text=True, timeout=120).stdout
-        return next(d for d in yaml.safe_load_all(out) if d)
+        return kustomize(MANIFESTS / overlay)[0]
 
     plain = RuntimeFacts([Runtime.from_api(rendered("trainer"))], listed=True)
     needs = doctor.needs_from_request(gpu.parse("dra:mig=1g.10gb"), mpi=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from pathlib import Path
 
 import kubernetes_validate
@@ -24,7 +23,7 @@ from kfp_gpu import gpu
 from kfp_gpu.gpu import claim, memory_cap, render
 from kfp_gpu.mpi.spec import claims, mpijob, trainjob
 from tests import upstream_crds
-from tests.kustomize import kubectl
+from tests.kustomize import kustomize
 from tests.merge_patch import smp
 from tests.mpijob_options import options
 
@@ -172,9 +171,7 @@ def test_jobs_without_dra_carry_no_claims():
 
 
 def rendered(overlay: str) -> dict:
-    out = subprocess.run([kubectl(), "kustomize", str(ROOT / "manifests" / overlay)],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    (doc,) = [d for d in yaml.safe_load_all(out) if d]
+    (doc,) = kustomize(ROOT / "manifests" / overlay)
     return doc
 
 

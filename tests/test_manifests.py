@@ -1,11 +1,10 @@
-"""manifests/: every local overlay renders with `kubectl kustomize` and validates.
+"""manifests/: every local overlay renders with the oldest kustomize the manifests claim
+(tests/kustomize.py: the pinned v5.4.2) and validates.
 
 Built-in kinds: kubernetes-validate --strict (Kubernetes 1.30 and the newest schema it has).
 Custom resources and config files: JSON schemas under tests/schemas/, written from the
 upstream CRDs / Go types (each names its source and version). manifests/mpi-operator is a
 pinned remote reference (needs github.com), so it is checked for its pin, not rendered.
-`kubectl` is Debian's kubernetes-client (kubectl 1.20, kustomize v2.0.3) in CI; any newer
-kubectl works too. Set KUBECTL to use another binary.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import pytest
 import yaml
 
 from kfp_gpu import gpu
-from tests.kustomize import MANIFESTS, OVERLAYS, kubectl
+from tests.kustomize import MANIFESTS, OVERLAYS, command, kustomize, minimum, version_tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
@@ -48,10 +47,7 @@ LAUNCHER_RULES = {
 
 @cache
 def render(overlay: str) -> tuple:
-    result = subprocess.run([kubectl(), "kustomize", str(MANIFESTS / overlay)],
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, f"kubectl kustomize {overlay} failed:\n{result.stderr}"
-    docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+    docs = tuple(kustomize(MANIFESTS / overlay))
     assert docs, f"{overlay} renders nothing"
     return docs
 
@@ -202,9 +198,7 @@ def test_rbac_binds_kfp_runner_accounts_in_the_chosen_namespace(tmp_path):
         shutil.copytree(MANIFESTS / "rbac", d)
         k = d / "kustomization.yaml"
         k.write_text(k.read_text().replace("namespace: kubeflow", f"namespace: {ns}", 1))
-        result = subprocess.run([kubectl(), "kustomize", str(d)], capture_output=True,
-                                text=True, timeout=120, check=True)
-        (rb,) = [o for o in yaml.safe_load_all(result.stdout) if o and o["kind"] == "RoleBinding"]
+        (rb,) = [o for o in kustomize(d) if o["kind"] == "RoleBinding"]
         assert rb["metadata"]["namespace"] == ns
         assert {(s["name"], s.get("namespace")) for s in rb["subjects"]} == {
             ("pipeline-runner", ns), ("default-editor", ns), ("kfp-gpu-launcher", ns)}
@@ -248,3 +242,37 @@ def test_mpi_operator_is_a_pinned_release():
     # image (published by its semver workflow) is pinned here.
     assert kust.get("images") == [{"name": "mpioperator/mpi-operator",
                                    "newTag": m.group(1).removeprefix("v")}]
+
+
+#: The pages that tell a user which kustomize (inside kubectl) the manifests need.
+MINIMUM_PAGES = ("manifests/README.md", "docs/cluster.md", "docs/install.md")
+
+
+@pytest.mark.parametrize("page", MINIMUM_PAGES)
+def test_the_pages_state_the_kustomize_the_tests_render_with(page):
+    """"kustomize v5.4.2 or newer" on each page is the pinned kustomize
+    (testcluster/go/kustomize/go.mod), the one CI renders every overlay with."""
+    text = re.sub(r"\s+", " ", (ROOT / page).read_text(encoding="utf-8"))
+    stated = re.findall(r"kustomize (v\d+\.\d+\.\d+) or newer", text)
+    assert stated and set(stated) == {minimum()}, (page, stated, minimum())
+
+
+def test_the_renderer_is_the_pinned_kustomize_or_newer():
+    """The pinned build reports the pinned version (build.sh stamps it as kustomize's
+    release build does); a kubectl used off CI embeds one at least that new."""
+    exe, verb = command()
+    if verb == "build":
+        out = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=60,
+                             check=True).stdout.strip()
+        assert out == minimum()
+    else:
+        out = subprocess.run([exe, "version", "--client", "-o", "json"], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+        assert version_tuple(json.loads(out)["kustomizeVersion"]) >= version_tuple(minimum())
+
+
+def test_the_kustomizations_use_no_field_deprecated_in_the_minimum():
+    """kustomize v5 deprecates `bases` (and warns on every render): folders are resources."""
+    for k in sorted(MANIFESTS.rglob("kustomization.yaml")):
+        assert not {"bases", "patchesStrategicMerge", "patchesJson6902", "commonLabels",
+                    "vars"} & set(yaml.safe_load(k.read_text())), k

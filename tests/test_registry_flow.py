@@ -1,9 +1,9 @@
 """The registry chosen at compile time reaches every image the pipeline can start (issue 21
 items 1 and 5): `kfp-gpu compile --registry R -o DIR` names R in every image reference of
 every compiled YAML (component pods), in the MPIJob and TrainJob the component builds from
-the compiled defaults (Launcher, Workers, TrainJob launcher) and in the Trainer runtime
-written to DIR/manifests/trainer (the TrainJob's nodes); nothing reads the registry from
-the environment at run time."""
+the compiled defaults (Launcher, Workers, TrainJob launcher) and in the Trainer runtimes
+written to DIR/manifests/trainer and DIR/manifests/trainer-dra (the TrainJob's nodes, for
+a ``dra`` request too); nothing reads the registry from the environment at run time."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from kfp_gpu import __version__
 from kfp_gpu.cli import app
 from kfp_gpu.compiler import compile as comp
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
-from kfp_gpu.mpi.spec import backends, mpijob, trainjob
+from kfp_gpu.mpi.spec import backends, claims, mpijob, trainjob
 from kfp_gpu.release import images
 from tests.kustomize import kustomize
 
@@ -74,6 +74,20 @@ def strings(x):
     elif isinstance(x, list):
         for v in x:
             yield from strings(v)
+
+
+def image_values(x):
+    """Every string under an ``image`` key in ``x`` (containers, executors, a job's
+    ``trainer.image``)."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if k == "image" and isinstance(v, str):
+                yield v
+            else:
+                yield from image_values(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from image_values(v)
 
 
 def component_defaults(root: Path) -> dict:
@@ -149,6 +163,53 @@ def test_the_trainjob_and_the_runtime_written_beside_it_use_the_registry():
     src = (comp.repository_root() / "manifests" / "trainer" / "horovod-runtime.yaml")
     out = root / "manifests" / "trainer" / "horovod-runtime.yaml"
     assert out.read_text() == src.read_text().replace(images.image("horovod"), HOROVOD)
+
+
+def _runtime_images(runtime: dict) -> list[str]:
+    return [c["image"] for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+            for c in r["template"]["spec"]["template"]["spec"]["containers"]]
+
+
+def test_both_runtimes_are_written_and_every_image_in_the_output_names_the_registry():
+    """A ``dra`` TrainJob runs on kfp-gpu-horovod-dra (kfp_gpu.mpi.spec.claims.DRA_RUNTIME):
+    compile writes its kustomization beside the plain runtime's, and every ``image:`` in
+    every YAML file written -- and in both runtimes as kustomize renders them from DIR --
+    names the registry."""
+    root = compiled()
+    assert sorted(p.name for p in (root / "manifests").iterdir()) == ["trainer", "trainer-dra"]
+    refs = []  # (file, reference): every `image` value, and every string naming our images
+    for f in sorted(root.rglob("*.yaml")):
+        for d in yaml.safe_load_all(f.read_text()):
+            refs += [(f.relative_to(root), v) for v in image_values(d)]
+            refs += [(f.relative_to(root), m) for v in strings(d) for m in OUR_IMAGE.findall(v)]
+    assert {f.parts[0] for f, _ in refs} == {"components", "pipelines", "manifests"}
+    assert Path("manifests/trainer/horovod-runtime.yaml") in {f for f, _ in refs}
+    assert [(f, r) for f, r in refs if not r.startswith(f"{REGISTRY}/")] == []
+    (plain,) = kustomize(root / "manifests" / "trainer")
+    (dra,) = kustomize(root / "manifests" / "trainer-dra")
+    assert dra["metadata"]["name"] == claims.DRA_RUNTIME
+    assert _runtime_images(dra) == _runtime_images(plain) == [HOROVOD, HOROVOD]
+    assert trainjob.runtime_node_image(dra) == HOROVOD
+    # the DRA runtime is the plain one plus the claim reference in both replicated jobs
+    for job in dra["spec"]["template"]["spec"]["replicatedJobs"]:
+        assert job["template"]["spec"]["template"]["spec"].pop("resourceClaims") == [
+            {"name": "gpu", "resourceClaimTemplateName": claims.DRA_RUNTIME_TEMPLATE}]
+    dra["metadata"]["name"] = plain["metadata"]["name"]
+    assert dra == plain
+
+
+def test_the_dra_runtime_written_is_the_checked_in_one_with_the_registry():
+    """DIR/manifests/trainer-dra is manifests/trainer-dra: the checked-in folder renders the
+    same runtime on the default image (so neither copy can drift from the other)."""
+    root = compiled()
+    src = comp.repository_root() / "manifests" / "trainer-dra"
+    assert sorted(p.name for p in (root / "manifests" / "trainer-dra").iterdir()) == sorted(
+        p.name for p in src.iterdir())
+    (default_dra,) = kustomize(src)
+    (dra,) = kustomize(root / "manifests" / "trainer-dra")
+    assert _runtime_images(default_dra) == [images.image("horovod")] * 2
+    assert yaml.safe_dump(dra) == yaml.safe_dump(default_dra).replace(
+        images.image("horovod"), HOROVOD)
 
 
 def test_a_custom_image_against_the_compiled_runtime_is_refused_before_anything_is_built():

@@ -95,7 +95,7 @@ def test_another_registry_is_one_kustomize_images_entry(tmp_path):
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
-        "bases": [os.path.relpath(TRAINER_DIR, overlay)],  # kustomize v2 (kubectl 1.20) too
+        "resources": [os.path.relpath(TRAINER_DIR, overlay)],
         "images": [{"name": "ghcr.io/kfp-gpu/kfp-gpu-horovod",
                     "newName": "registry.example.com/ml/kfp-gpu-horovod"}]}))
     (doc,) = kustomize(overlay)

@@ -98,7 +98,9 @@ def test_release_builds_signs_pins_and_attaches():
     assert tuple(sorted(matrix)) == tuple(sorted(images.NAMES))
     runs = "\n".join(s.get("run", "") for s in _steps(doc))
     for needle in ("docker buildx build", "--sbom=true --provenance=mode=max", "--push",
-                   "cosign sign --yes", "--pin-digests", "kubectl kustomize dist/manifests/trainer",
+                   "cosign sign --yes", "--pin-digests", "pip install -e . ",
+                   "kubectl kustomize dist/manifests/trainer ",
+                   "kubectl kustomize dist/manifests/trainer-dra ",
                    "CHANGELOG.md", "gh release create", "ghcr.io/${GITHUB_REPOSITORY_OWNER,,}"):
         assert needle in runs, needle
     assert "sigstore/cosign-installer" in "\n".join(s.get("uses", "") for s in _steps(doc))

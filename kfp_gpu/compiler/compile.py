@@ -5,8 +5,9 @@ The image registry and tag are arguments (``compile_all(..., registry=R)``), app
 compiled document by :func:`kfp_gpu.release.images.apply` (KFP has no compile-time image
 hook: components are decorated with the default :class:`~kfp_gpu.release.images.ImageSet`);
 nothing here reads or writes the process environment. With ``output_dir`` the Trainer
-runtime (manifests/trainer) is written beside the YAML with the same images
-(:func:`write_runtime_manifests`), so a TrainJob's launcher and nodes pull the same image.
+runtimes (manifests/trainer and manifests/trainer-dra) are written beside the YAML with the
+same images (:func:`write_runtime_manifests`), so a TrainJob's launcher and nodes pull the
+same image, whichever runtime its GPU request picks.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ from kfp_gpu.inputs import storage
 from kfp_gpu.release import images
 
 log = logging.getLogger(__name__)
-#: The Trainer runtime's kustomize folder, relative to the repository root.
-RUNTIME_MANIFESTS = Path("manifests") / "trainer"
+#: The Trainer runtimes' kustomize folders, relative to the repository root: the
+#: ClusterTrainingRuntime ``kfp-gpu-horovod`` (manifests/trainer) and
+#: ``kfp-gpu-horovod-dra`` (manifests/trainer-dra: the same runtime plus the claim reference
+#: a ``dra`` request needs, :data:`kfp_gpu.mpi.spec.claims.DRA_RUNTIME`), which kustomize
+#: builds from ``../trainer``; written side by side, the DRA one renders with the images
+#: written into the plain one.
+RUNTIME_MANIFESTS = (Path("manifests") / "trainer", Path("manifests") / "trainer-dra")
 
 
 @dataclass(frozen=True)
@@ -124,55 +130,67 @@ def repository_root() -> Path:
     return package_dir("components").parent
 
 
+def has_runtime_manifests(root: Path | None = None) -> bool:
+    """Whether every folder of :data:`RUNTIME_MANIFESTS` has its kustomization.yaml under
+    ``root`` (default: :func:`repository_root`); False in a wheel install."""
+    root = root or repository_root()
+    return all((root / folder / "kustomization.yaml").is_file() for folder in RUNTIME_MANIFESTS)
+
+
 def write_runtime_manifests(output_dir: Path, image_set: images.ImageSet) -> list[Path]:
-    """Write the Trainer runtime kustomization (manifests/trainer) under
-    ``output_dir/manifests/trainer`` with ``image_set``'s images: the files as they are,
-    comments kept, each default-set reference renamed (:func:`kfp_gpu.release.images.
-    rename_text`, checked against :func:`kfp_gpu.release.images.apply` on the parsed
-    documents). So ``kubectl apply -k DIR/manifests/trainer`` installs the
-    ClusterTrainingRuntime ``kfp-gpu-horovod`` on the image the compiled YAML's
-    ``runtime_image`` names (issue 21 items 1 and 5: Kubeflow Trainer v2.3 gives
-    ``trainer.image`` to the launcher only; the nodes run the runtime's image).
+    """Write the Trainer runtime kustomizations (:data:`RUNTIME_MANIFESTS`: manifests/trainer
+    and manifests/trainer-dra) under ``output_dir/manifests/`` with ``image_set``'s images:
+    the files as they are, comments kept, each default-set reference renamed
+    (:func:`kfp_gpu.release.images.rename_text`, checked against
+    :func:`kfp_gpu.release.images.apply` on the parsed documents). So ``kubectl apply -k
+    DIR/manifests/trainer`` installs the ClusterTrainingRuntime ``kfp-gpu-horovod`` on the
+    image the compiled YAML's ``runtime_image`` names (Kubeflow Trainer v2.3 gives
+    ``trainer.image`` to the launcher only, plugins/jobset/builder.go ``Trainer()``; the
+    nodes run the runtime's image: :func:`kfp_gpu.mpi.spec.trainjob.check_runtime_image`),
+    and ``kubectl apply -k DIR/manifests/trainer-dra`` installs ``kfp-gpu-horovod-dra``,
+    which kustomize builds from the ``../trainer`` written beside it, on the same image.
 
     Returns:
-        The written paths; [] when manifests/trainer is not there (a wheel install, not a
+        The written paths; [] when the folders are not there (a wheel install, not a
         source checkout; then the kustomize ``images:`` entry of docs/cluster.md applies).
 
     Raises:
         ValueError: a file in which renaming the text changed more than the images.
     """
-    src = repository_root() / RUNTIME_MANIFESTS
-    if not (src / "kustomization.yaml").is_file():
-        log.warning("%s not found (not a source checkout): install the Trainer runtime with "
-                    "a kustomize images: entry for %s", src, image_set.image(images.HOROVOD))
+    if not has_runtime_manifests():
+        log.warning("%s not found (not a source checkout): install the Trainer runtimes "
+                    "with a kustomize images: entry for %s", ", ".join(
+                        str(repository_root() / f) for f in RUNTIME_MANIFESTS),
+                    image_set.image(images.HOROVOD))
         return []
-    texts = runtime_manifest_texts(output_dir, image_set, src)
+    texts = runtime_manifest_texts(output_dir, image_set)
     for path, text in texts.items():
         storage.write_text(path, text)
     return list(texts)
 
 
 def runtime_manifest_texts(output_dir: Path, image_set: images.ImageSet,
-                           src: Path | None = None) -> dict[Path, str]:
-    """What :func:`write_runtime_manifests` writes, ``{path under output_dir: text}``,
-    nothing written.
+                           root: Path | None = None) -> dict[Path, str]:
+    """What :func:`write_runtime_manifests` writes, ``{path under output_dir: text}`` for
+    every YAML file of each :data:`RUNTIME_MANIFESTS` folder under ``root`` (default:
+    :func:`repository_root`), nothing written.
 
     Raises:
         ValueError: as :func:`write_runtime_manifests`.
     """
     import yaml
 
-    src = src or repository_root() / RUNTIME_MANIFESTS
-    dest = output_dir / RUNTIME_MANIFESTS
+    root = root or repository_root()
     texts = {}
-    for f in sorted(src.glob("*.yaml")):
-        text = f.read_text(encoding="utf-8")
-        renamed = images.rename_text(text, image_set)
-        expected = [images.apply(d, image_set) for d in yaml.safe_load_all(text)]
-        if list(yaml.safe_load_all(renamed)) != expected:
-            raise ValueError(f"{f}: renaming the images in the text changed more than the "
-                             "images; fix the file")
-        texts[dest / f.name] = renamed
+    for folder in RUNTIME_MANIFESTS:
+        for f in sorted((root / folder).glob("*.yaml")):
+            text = f.read_text(encoding="utf-8")
+            renamed = images.rename_text(text, image_set)
+            expected = [images.apply(d, image_set) for d in yaml.safe_load_all(text)]
+            if list(yaml.safe_load_all(renamed)) != expected:
+                raise ValueError(f"{f}: renaming the images in the text changed more than "
+                                 "the images; fix the file")
+            texts[output_dir / folder / f.name] = renamed
     return texts
 
 
@@ -255,13 +273,14 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
                 settings: task_settings.TaskSettings | None = None) -> list[Path]:
     """Compile the catalog with the images of ``ImageSet(registry, tag)`` (defaults: the
     default registry, the package version); returns the written paths. With
-    ``output_dir`` the Trainer runtime is written too (:func:`write_runtime_manifests`)
+    ``output_dir`` the Trainer runtimes are written too (:func:`write_runtime_manifests`)
     when a compiled YAML names the Horovod image (it can start a TrainJob).
 
     ``pin_digests`` (issue 23 item 3): the images the compiled YAML names are resolved in
     the registry (:func:`kfp_gpu.release.digests.pin`, before anything is written) and every
     reference -- executors, the MPIJob/TrainJob ``image``/``runtime_image`` defaults,
-    DIR/manifests/trainer -- becomes ``R/kfp-gpu-<name>@sha256:...``.
+    DIR/manifests/trainer (which DIR/manifests/trainer-dra builds on) -- becomes
+    ``R/kfp-gpu-<name>@sha256:...``.
 
     ``settings`` (``--secret-env``/``--pvc``/``--secret-volume``/``--resources``,
     :mod:`kfp_gpu.compiler.task_settings`) go on every task of every compiled pipeline.
@@ -299,7 +318,7 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
     horovod = image_set.image(images.HOROVOD)
     if output_dir is not None and any(horovod in text for text in compiled.values()):
         # only beside YAML that can start a TrainJob on the runtime (its Horovod image)
-        if (repository_root() / RUNTIME_MANIFESTS / "kustomization.yaml").is_file():
+        if has_runtime_manifests():
             compiled.update(runtime_manifest_texts(output_dir, image_set))
         else:
             write_runtime_manifests(output_dir, image_set)  # logs where to get it; []

@@ -23,8 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,6 +32,7 @@ import yaml
 import kfp_gpu
 from kfp_gpu.release import digests, images
 from tests.containers.engine import image_ref
+from tests.kustomize import render
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
 
@@ -91,15 +90,10 @@ def test_pinned_reaches_the_mpijob_image_and_the_trainer_runtime(registry, pushe
     assert params["image"]["defaultValue"] == params["runtime_image"]["defaultValue"] == horovod
     pipeline = (pinned_dir / "pipelines" / "resnet_horovod.yaml").read_text()
     assert horovod in pipeline
-    runtime = pinned_dir / "manifests" / "trainer"
-    kubectl = shutil.which("kubectl")
-    if kubectl:  # rendered as the release workflow renders it
-        rendered = subprocess.run([kubectl, "kustomize", str(runtime)], capture_output=True,
-                                  text=True, check=True, timeout=120).stdout
-    else:
-        rendered = (runtime / "horovod-runtime.yaml").read_text()
-    images_in = re.findall(r"image: (\S+)", rendered)
-    assert images_in and set(images_in) == {horovod}
+    for runtime in ("trainer", "trainer-dra"):  # rendered as the release workflow renders them
+        rendered = render(pinned_dir / "manifests" / runtime)
+        images_in = re.findall(r"image: (\S+)", rendered)
+        assert images_in and set(images_in) == {horovod}, runtime
 
 
 def test_missing_image_exits_2_in_one_line(registry, pushed, tmp_path):
