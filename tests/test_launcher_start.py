@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from kfp_gpu.mpi.spec import mpirun
 from kfp_gpu.training import launcher_start as ls
 
@@ -213,18 +215,30 @@ def test_forward_set_only_reads_the_mpirun_options_not_the_program():
     cmd = ["python", "-m", "kfp_gpu.training.worker_start",  # a TrainJob launcher with RDMA
            *mpirun.mpirun_command(2, ["prog", "-x", "GONE"], forwarded_env=["SET", "GONE"]),
            "-x", "X=1"]
-    got = mpirun.forward_set_only(cmd, {"PATH": "/bin", "SET": "1"})
+    got = ls.forward_set_only(cmd, {"PATH": "/bin", "SET": "1"})
     assert got[:4] == ["python", "-m", "kfp_gpu.training.worker_start", "mpirun"]
     assert forwarded(got[:got.index("prog")]) == ["PATH", "SET"]
     assert got[got.index("prog"):] == ["prog", "-x", "GONE", "-x", "X=1"]  # the program's
     # -x NAME=VALUE carries its value: kept even when NAME is unset
-    assert mpirun.forward_set_only(["mpirun", "-x", "A=1", "p"], {}) == [
+    assert ls.forward_set_only(["mpirun", "-x", "A=1", "p"], {}) == [
         "mpirun", "-x", "A=1", "p"]
     # Intel MPI / MPICH: the unset names leave -genvlist, an empty list the option too
     intel = mpirun.mpirun_command(2, ["p"], forwarded_env=["SET", "GONE"],
                                   implementation="Intel")
-    assert mpirun.forward_set_only(intel, {"PATH": "/bin", "SET": "1"}) == [
+    assert ls.forward_set_only(intel, {"PATH": "/bin", "SET": "1"}) == [
         "mpirun", "-n", "2", "-genvlist", "PATH,SET", "p"]
-    assert mpirun.forward_set_only(intel, {}) == ["mpirun", "-n", "2", "p"]
+    assert ls.forward_set_only(intel, {}) == ["mpirun", "-n", "2", "p"]
     # no mpirun word: unchanged
-    assert mpirun.forward_set_only(["sh", "-c", "-x"], {}) == ["sh", "-c", "-x"]
+    assert ls.forward_set_only(["sh", "-c", "-x"], {}) == ["sh", "-c", "-x"]
+
+
+@pytest.mark.parametrize("form", [{}, {"as_root": False}, {"implementation": "Intel"},
+                                  {"implementation": "MPICH"}, {"local": True}])
+def test_every_option_the_builder_writes_is_one_forward_set_only_reads(form):
+    """forward_set_only stops at the first word it does not know: the program. Each word
+    mpirun_command writes before the program must be a known option or its value."""
+    argv = mpirun.mpirun_command(2, ["prog", "--flag"], forwarded_env=["A"], **form)
+    i = 1
+    while argv[i] in ls.MPIRUN_OPTIONS:
+        i += 1 + ls.MPIRUN_OPTIONS[argv[i]]
+    assert argv[i:] == ["prog", "--flag"]

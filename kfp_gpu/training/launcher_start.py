@@ -32,7 +32,7 @@ name) is waited for until it resolves; every other host until its sshd answers.
 Exit code 1 with one line naming the hosts that never answered within ``--timeout``.
 
 Before the exec, the mpirun line loses each ``-x NAME`` this pod's environment does not set
-(:func:`kfp_gpu.mpi.spec.mpirun.forward_set_only`): an optional Secret key the Secret lacks
+(:func:`forward_set_only`): an optional Secret key the Secret lacks
 (``secretKeyRef.optional``) leaves its variable unset, and Open MPI would print one warning
 per such name at the top of the Launcher's log.
 """
@@ -44,9 +44,16 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+#: Executable names :func:`forward_set_only` takes for mpirun.
+MPIRUN_NAMES = ("mpirun", "mpiexec", "mpiexec.hydra")
+#: The options :func:`kfp_gpu.mpi.spec.mpirun.mpirun_command` writes before the program ->
+#: how many values follow each (Open MPI ``mpirun(1)``; Intel MPI / MPICH ``-n``,
+#: ``-genvlist``).
+MPIRUN_OPTIONS = {"--allow-run-as-root": 0, "--oversubscribe": 0, "-np": 1, "-n": 1,
+                  "-bind-to": 1, "-map-by": 1, "-x": 1, "-genvlist": 1, "-mca": 2}
 #: Where mpi-operator mounts the hostfile (``configMountPath`` + ``hostfileName``).
 DEFAULT_HOSTFILE = "/etc/mpi/hostfile"
 HOSTFILE_ENV = "OMPI_MCA_orte_default_hostfile"
@@ -107,6 +114,37 @@ def wait_for(names: Sequence[str], port: int, timeout_s: float, *, poll_s: float
     return waiting
 
 
+def forward_set_only(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """``argv`` without the forwarded variables that ``environ`` does not set.
+
+    ``argv`` holds one :func:`kfp_gpu.mpi.spec.mpirun.mpirun_command` line, possibly after
+    a prefix (e.g. ``python -m kfp_gpu.training.worker_start``): its mpirun is the first word
+    named one of :data:`MPIRUN_NAMES`, its options those of :data:`MPIRUN_OPTIONS` up to the
+    program. Each ``-x NAME`` whose NAME is not in ``environ`` is dropped, and such names
+    are dropped from ``-genvlist`` (the option too when none is left); ``-x NAME=VALUE``,
+    the other options, the prefix and the program stay as they are. Without an mpirun word
+    ``argv`` is returned unchanged.
+    """
+    argv = list(argv)
+    start = next((i for i, word in enumerate(argv)
+                  if Path(word).name in MPIRUN_NAMES), None)
+    if start is None:
+        return argv
+    out, i = argv[:start + 1], start + 1
+    while i < len(argv) and argv[i] in MPIRUN_OPTIONS:
+        option, values = argv[i], argv[i + 1:i + 1 + MPIRUN_OPTIONS[argv[i]]]
+        i += 1 + len(values)
+        if option == "-x" and values and "=" not in values[0] and values[0] not in environ:
+            continue
+        if option == "-genvlist" and values:
+            kept = [n for n in values[0].split(",") if n in environ]
+            if not kept:
+                continue
+            values = [",".join(kept)]
+        out += [option, *values]
+    return out + argv[i:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``[--port P] [--timeout S] [--hostfile F] -- command...``; wait; exec."""
     parser = argparse.ArgumentParser(prog="python -m kfp_gpu.training.launcher_start")
@@ -144,8 +182,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     mine = f", this host's name {own[0]} resolves," if own else ""
     print(f"launcher_start: {len(names) - len(own)} Worker(s) answer on port {args.port}"
           f"{mine} after {time.monotonic() - t0:.0f} s", flush=True)
-    from kfp_gpu.mpi.spec.mpirun import forward_set_only
-
     command = forward_set_only(command, os.environ)
     os.execvp(command[0], command)
     return 0  # not reached

@@ -541,7 +541,7 @@ def test_a_secret_volume_reaches_every_rank_and_absent_optional_keys_stay_quiet(
     """The component's MPIJob for a task compiled with the GCS recipe of docs/cluster.md
     (``--secret-volume gcp-sa:/var/secrets/google:key.json``) and the S3 preset
     (``--secret-env s3-creds``), built from the TaskConfig the KFP 2.17 driver hands it
-    (tests/test_task_config_secrets.py), on the real node: the kubelet mounts the Secret in
+    (tests/kfp_driver.py), on the real node: the kubelet mounts the Secret in
     the Launcher and both Workers; each rank, started over ssh by mpirun, reads the file
     the forwarded ``GOOGLE_APPLICATION_CREDENTIALS`` names (its sha256 is the Secret's);
     the Launcher holds the same file at the same path (read through pods/exec). The Secret
@@ -556,7 +556,7 @@ def test_a_secret_volume_reaches_every_rank_and_absent_optional_keys_stay_quiet(
 
     from kfp_gpu.compiler import task_settings
     from kfp_gpu.mpi.spec import mpijob
-    from tests.test_task_config_secrets import compiled_task, driver_task_config
+    from tests.kfp_driver import compiled_task, driver_task_config
 
     key = json.dumps({"type": "service_account", "client_email": f"ranks@{namespace}.test",
                       "private_key_id": uuid.uuid4().hex}).encode()

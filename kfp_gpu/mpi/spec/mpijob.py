@@ -65,7 +65,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_gpu.mpi.spec import claims, crd, scheduling, ssh
+from kfp_gpu.mpi.spec import claims, crd, scheduling, ssh, volumes
 from kfp_gpu.mpi.spec.mpirun import mpirun_command
 from kfp_gpu.mpi.spec.network import ISTIO_INJECT_ANNOTATION, MULTUS_ANNOTATION
 from kfp_gpu.mpi.spec.options import MPIJobOptions
@@ -143,24 +143,12 @@ def _worker_container(opts: MPIJobOptions, frag: dict) -> dict:
         "resources": _worker_resources(opts, frag),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          *(v.volume_mount() for v in place.volumes),
-                         *secret_mounts(opts)],
+                         *(v.volume_mount() for v in place.secret_volumes)],
     }
     if opts.network.rdma and worker_may_run_as_root(opts):
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     container["readinessProbe"] = sshd_readiness_probe()
     return container
-
-
-def secret_volumes(opts: MPIJobOptions) -> list[dict]:
-    """The pod ``volumes`` entries of ``opts.placement.secret_volumes`` (core/v1
-    ``SecretVolumeSource``, one per Secret), for the Launcher and the Workers alike."""
-    return _dedupe([v.volume() for v in opts.placement.secret_volumes])
-
-
-def secret_mounts(opts: MPIJobOptions) -> list[dict]:
-    """The container ``volumeMounts`` of ``opts.placement.secret_volumes`` (read-only,
-    one per mount path)."""
-    return [v.volume_mount() for v in opts.placement.secret_volumes]
 
 
 def sshd_readiness_probe() -> dict:
@@ -190,7 +178,7 @@ def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
 def worker_template(opts: MPIJobOptions) -> dict:
     """PodTemplateSpec of a Worker: GPU request, RDMA (IPC_LOCK if root), /dev/shm, NCCL env,
     the PVCs of ``opts.placement.volumes`` (one pod volume per claim, one mount each) and
-    the Secrets of ``opts.placement.secret_volumes`` (:func:`secret_volumes`); a
+    the Secrets of ``opts.placement.secret_volumes`` (``volumes.secret_volumes``); a
     ``dra`` request: ``resourceClaims`` naming the job's ResourceClaimTemplate
     ``<job>-gpu`` (:mod:`kfp_gpu.mpi.spec.claims`)."""
     frag = opts.gpu_request().pod_fragment(container="worker")  # KAI: the GPU container
@@ -201,7 +189,8 @@ def worker_template(opts: MPIJobOptions) -> dict:
     spec: dict[str, Any] = {
         "containers": [_worker_container(opts, frag)],
         "volumes": [{"name": "dshm", "emptyDir": shm},
-                    *_dedupe([v.volume() for v in place.volumes]), *secret_volumes(opts)],
+                    *_dedupe([v.volume() for v in place.volumes]),
+                    *volumes.secret_volumes(place.secret_volumes)],
     }
     tolerations = _dedupe([*frag["tolerations"], *(dict(t) for t in place.tolerations)])
     if tolerations:
@@ -301,8 +290,8 @@ def launcher_template(opts: MPIJobOptions) -> dict:
     }
     spec: dict[str, Any] = {"containers": [container]}
     if opts.placement.secret_volumes:
-        container["volumeMounts"] = secret_mounts(opts)
-        spec["volumes"] = secret_volumes(opts)
+        container["volumeMounts"] = [v.volume_mount() for v in opts.placement.secret_volumes]
+        spec["volumes"] = volumes.secret_volumes(opts.placement.secret_volumes)
     _pod_identity(opts, spec)
     # No Multus network here: only the Workers' NCCL traffic uses the RDMA network; the
     # Launcher reaches the Workers' sshd over the pod network (their headless Service).

@@ -19,16 +19,18 @@ environment and share the host's transports, so there is no ``-x``/``-mca``; ins
 The names to forward are fixed when the job is built, but whether each is set is known only
 in the Launcher: an optional Secret key (``secretKeyRef.optional``, e.g. the AWS preset's
 ``AWS_SESSION_TOKEN``) that the Secret lacks leaves its variable unset, and Open MPI then
-prints a warning per ``-x NAME`` it cannot find. :func:`forward_set_only` (applied by
-:mod:`kfp_gpu.training.launcher_start` just before it execs mpirun) drops those names:
-forwarding an unset variable forwards nothing, so the ranks see the same environment.
+prints a warning per ``-x NAME`` it cannot find.
+:func:`kfp_gpu.training.launcher_start.forward_set_only` (run in the Launcher just before
+it execs mpirun) drops those names: forwarding an unset variable forwards nothing, so the
+ranks see the same environment. It reads the options this module writes
+(:data:`kfp_gpu.training.launcher_start.MPIRUN_OPTIONS`).
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from kfp_gpu.mpi.spec.checks import choice
@@ -36,12 +38,6 @@ from kfp_gpu.mpi.spec.options import MPI_IMPLEMENTATIONS
 
 #: Environment always forwarded by ``mpirun -x`` (the Horovod docs' example list).
 BASE_FORWARDED_ENV = ("LD_LIBRARY_PATH", "PATH")
-#: Executable names :func:`forward_set_only` takes for mpirun.
-MPIRUN_NAMES = ("mpirun", "mpiexec", "mpiexec.hydra")
-#: The options :func:`mpirun_command` writes before the program -> how many values follow
-#: each (Open MPI ``mpirun(1)``; Intel MPI / MPICH ``-n``, ``-genvlist``).
-OPTION_VALUES = {"--allow-run-as-root": 0, "--oversubscribe": 0, "-np": 1, "-n": 1,
-                 "-bind-to": 1, "-map-by": 1, "-x": 1, "-genvlist": 1, "-mca": 2}
 
 
 def mpirun_command(np: int, program: Sequence[str], *, forwarded_env: Sequence[str] = (),
@@ -77,37 +73,6 @@ def mpirun_command(np: int, program: Sequence[str], *, forwarded_env: Sequence[s
     for n in names:
         cmd += ["-x", n]
     return [*cmd, "-mca", "pml", "ob1", "-mca", "btl", "^openib", *program]
-
-
-def forward_set_only(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
-    """``argv`` without the forwarded variables that ``environ`` does not set.
-
-    ``argv`` holds one :func:`mpirun_command` line, possibly after a prefix (e.g.
-    ``python -m kfp_gpu.training.worker_start``): its mpirun is the first word named one of
-    :data:`MPIRUN_NAMES`, its options those of :data:`OPTION_VALUES` up to the program.
-    Each ``-x NAME`` whose NAME is not in ``environ`` is dropped, and such names are
-    dropped from ``-genvlist`` (the option too when none is left); ``-x NAME=VALUE``, the
-    other options, the prefix and the program stay as they are. Without an mpirun word
-    ``argv`` is returned unchanged.
-    """
-    argv = list(argv)
-    start = next((i for i, word in enumerate(argv)
-                  if Path(word).name in MPIRUN_NAMES), None)
-    if start is None:
-        return argv
-    out, i = argv[:start + 1], start + 1
-    while i < len(argv) and argv[i] in OPTION_VALUES:
-        option, values = argv[i], argv[i + 1:i + 1 + OPTION_VALUES[argv[i]]]
-        i += 1 + len(values)
-        if option == "-x" and values and "=" not in values[0] and values[0] not in environ:
-            continue
-        if option == "-genvlist" and values:
-            kept = [n for n in values[0].split(",") if n in environ]
-            if not kept:
-                continue
-            values = [",".join(kept)]
-        out += [option, *values]
-    return out + argv[i:]
 
 
 def find_mpirun() -> str:

@@ -68,7 +68,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_gpu.mpi.spec import claims, mpijob, ssh
+from kfp_gpu.mpi.spec import claims, mpijob, ssh, volumes
 from kfp_gpu.mpi.spec.network import MULTUS_ANNOTATION
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 
@@ -225,17 +225,16 @@ def _pod_patch(opts: MPIJobOptions) -> dict:
         spec["nodeSelector"] = dict(sorted(selector.items()))
     if place.service_account:
         spec["serviceAccountName"] = place.service_account
-    volumes = [v.volume() for v in place.volumes] + mpijob.secret_volumes(opts)
+    pod_volumes = [v.volume() for v in place.volumes]
+    pod_volumes += volumes.secret_volumes(place.secret_volumes)
     if opts.resources.shm_size:  # merged by name into the runtime's dshm emptyDir
-        volumes.insert(0, {"name": "dshm", "emptyDir": {
+        pod_volumes.insert(0, {"name": "dshm", "emptyDir": {
             "medium": "Memory", "sizeLimit": opts.resources.shm_size}})
-    if volumes:
-        spec["volumes"] = mpijob._dedupe(volumes)
-    container: dict[str, Any] = {"name": NODE_CONTAINER}
-    mounts = [v.volume_mount() for v in place.volumes] + mpijob.secret_mounts(opts)
-    if mounts:
-        container["volumeMounts"] = mounts
-    if len(container) > 1:
+    if pod_volumes:
+        spec["volumes"] = mpijob._dedupe(pod_volumes)
+    container: dict[str, Any] = {"name": NODE_CONTAINER, "volumeMounts": [
+        v.volume_mount() for v in (*place.volumes, *place.secret_volumes)]}
+    if container["volumeMounts"]:
         spec["containers"] = [container]
     meta = mpijob._meta(frag["labels"], annotations)
     return {k: v for k, v in (("metadata", meta), ("spec", spec)) if v}

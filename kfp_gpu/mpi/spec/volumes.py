@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,3 +180,12 @@ class SecretMount:
     def volume_mount(self) -> dict:
         """The container ``volumeMounts`` entry (always read-only)."""
         return {"name": self.volume_name(), "mountPath": self.mount_path, "readOnly": True}
+
+
+def secret_volumes(mounts: Sequence[SecretMount]) -> list[dict]:
+    """The pod ``volumes`` entries of ``mounts`` (core/v1 ``SecretVolumeSource``): one per
+    volume name, so a Secret mounted at two paths is one volume."""
+    out: dict[str, dict] = {}
+    for m in mounts:
+        out.setdefault(m.volume_name(), m.volume())
+    return list(out.values())
