@@ -49,7 +49,7 @@ from pathlib import Path
 
 import yaml
 
-from testcluster import modules, nodes, processes, stages, supervise
+from testcluster import audit, modules, nodes, processes, stages, supervise
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "testcluster" / "build.sh"
@@ -250,10 +250,12 @@ def binaries(tools: tuple[str, ...] = TIER1) -> dict[str, Path]:
 
 # ---------------------------------------------------------------- up / down
 def _kwokctl_config(plane: Plane) -> Path:
-    """The kwokctl configuration file: the stages, one document each."""
+    """The kwokctl configuration file: the stages, one document each; kube-apiserver
+    audits the service accounts' requests (:mod:`testcluster.audit`)."""
     path = plane.dir / "kwokctl.yaml"
     conf = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
-            "options": {"runtime": "binary", "kubeApiserverCertSANs": SERVICE_SANS},
+            "options": {"runtime": "binary", "kubeApiserverCertSANs": SERVICE_SANS,
+                        "kubeAuditPolicy": str(audit.write_policy(plane.dir))},
             # The API server reaches a real node's kubelet (logs, exec) at its InternalIP;
             # by default it tries the node's host name first, which here names the host.
             "componentsPatches": [

@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -37,62 +36,15 @@ from kfp_gpu.mpi.spec import backends
 from tests.cluster import jobs, kube
 from tests.cluster.access import SA, install_rbac
 from tests.cluster.doctor_cli import doctor
-
-GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
-QUEUE = "q"
-
-
-def cluster_queue_spec(ns: str, flavor: str, gpus: int) -> dict:
-    """A ClusterQueue for ``ns`` only: cpu, memory and ``gpus`` nvidia.com/gpu in ``flavor``
-    (apis/kueue/v1beta2 clusterqueue_types.go)."""
-    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            "resourceGroups": [{
-                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                "flavors": [{"name": flavor, "resources": [
-                    {"name": "cpu", "nominalQuota": "64"},
-                    {"name": "memory", "nominalQuota": "256Gi"},
-                    {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}
-
-
-def create_queues(api, ns: str, gpus: int, queue: str = QUEUE) -> tuple[str, str]:
-    """A ResourceFlavor, a ClusterQueue (:func:`cluster_queue_spec`) and LocalQueue ``queue``
-    in ``ns``; returns the two cluster-scoped names (for :func:`delete_queues`)."""
-    custom, tag = kube.custom(api), uuid.uuid4().hex[:6]
-    flavor, cq = f"kfp-gpu-rf-{tag}", f"kfp-gpu-cq-{tag}"
-    custom.create_cluster_custom_object(GROUP, VERSION, "resourceflavors", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
-        "metadata": {"name": flavor}})
-    custom.create_cluster_custom_object(GROUP, VERSION, "clusterqueues", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": cluster_queue_spec(ns, flavor, gpus)})
-    custom.create_namespaced_custom_object(GROUP, VERSION, ns, "localqueues", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
-        "metadata": {"name": queue, "namespace": ns}, "spec": {"clusterQueue": cq}})
-    kube.wait_for(lambda: kube.conditions(kube.get_custom(
-        api, GROUP, VERSION, ns, "localqueues", queue)).get("Active", {}).get("status")
-        == "True", 60, f"LocalQueue {ns}/{queue} Active")
-    return flavor, cq
-
-
-def delete_queues(api, flavor: str, cq: str) -> None:
-    """Delete the ClusterQueue and ResourceFlavor (Kueue's finalizers let them go once the
-    namespace's Workloads are gone; not waited for)."""
-    from kubernetes.client.exceptions import ApiException
-
-    for plural, name in (("clusterqueues", cq), ("resourceflavors", flavor)):
-        try:
-            kube.custom(api).delete_cluster_custom_object(GROUP, VERSION, plural, name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-
-
-def workload_of(api, ns: str, job: str) -> dict | None:
-    """The Workload Kueue made for MPIJob ``job`` (its ownerReference names the job)."""
-    items = kube.custom(api).list_namespaced_custom_object(GROUP, VERSION, ns,
-                                                           "workloads")["items"]
-    return next((w for w in items if any(o.get("name") == job for o in
-                                         w["metadata"].get("ownerReferences") or [])), None)
+from tests.cluster.queues import (
+    GROUP,
+    QUEUE,
+    VERSION,
+    cluster_queue_spec,
+    create_queues,
+    delete_queues,
+    workload_of,
+)
 
 
 class Output(threading.Thread):
