@@ -75,7 +75,10 @@ PARAMETERS = declare(
     flag("xla", "XLA-compile the training step"),
     text("work_dir", "shared folder (PVC path) or gs:// / s3:// URI the Workers read and "
          "write ('' = derived from the model artifact)"),
-    flag("rdma", "request the RDMA device and IPC_LOCK for GPUDirect RDMA"),
+    flag("rdma", "NCCL over RDMA: each Worker requests rdma_resource and checks at start that "
+         "its memlock limit (RLIMIT_MEMLOCK, set by the node's container runtime) is unlimited "
+         "or >= 1 GiB; the Workers run as uid 1000, where IPC_LOCK lifts no limit, so none "
+         "is added"),
     text("rdma_resource", "RDMA extended resource of the Workers (with rdma)", required=True,
          rule=k8s_rules.extended_resource, rule_words="an extended resource name DOMAIN/NAME (a "
          "Kubernetes qualified name, e.g. rdma/rdma_shared_device_a)"),

@@ -127,7 +127,11 @@ def train_resnet_horovod(
             is node 0, so ``workers`` pods hold all ranks). Same options, same launcher
             (kfp_gpu.mpi.spec.backends); any other value is a ValueError, also in local mode.
         rdma, rdma_resource, multus_networks, nccl_*, shm_size: Worker networking
-            (kfp_gpu.mpi.spec.options.MPIJobOptions).
+            (kfp_gpu.mpi.spec.options.MPIJobOptions). ``rdma``: the Workers request
+            ``rdma_resource`` for NCCL and check at start that their memlock limit
+            (``RLIMIT_MEMLOCK``, the node's container runtime sets it) is unlimited or at
+            least 1 GiB; they run as uid 1000, where an added ``IPC_LOCK`` would lift no
+            limit (Kubernetes gives no ambient capabilities), so none is added.
         single_gpu_img_per_sec: a 1-GPU baseline; adds ``scaling_efficiency``.
         run_id, task_name: make the MPIJob name deterministic per run and task (pass
             ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` / ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``);

@@ -25,7 +25,7 @@ controller-side rules from ``pkg/apis/kubeflow/validation/validation.go``)::
 The Launcher runs (:mod:`kfp_gpu.mpi.spec.mpirun`) ``mpirun -np N*G -bind-to none -map-by slot -x ...`` (the mpirun form
 of the Horovod docs, "Run Horovod with Open MPI"); the operator mounts the hostfile and
 sets ``OMPI_MCA_orte_default_hostfile`` itself. Workers run ``sshd`` and carry the GPU
-request (from :mod:`kfp_gpu.gpu`), the RDMA extended resource, ``IPC_LOCK``, a
+request (from :mod:`kfp_gpu.gpu`), the RDMA extended resource (``IPC_LOCK`` if root), a
 Memory-backed ``/dev/shm``, the NCCL settings and the shared PVCs of
 ``Placement.volumes`` (:class:`~kfp_gpu.mpi.spec.volumes.PvcMount`: pod ``volumes[].persistentVolumeClaim`` +
 container ``volumeMounts``), e.g. the ``work_dir`` rank 0 writes the model and metrics to.
@@ -168,10 +168,13 @@ def sshd_readiness_probe() -> dict:
 def worker_may_run_as_root(opts: MPIJobOptions) -> bool:
     """True when the Worker pods may run as root: ``run_as_user`` 0, or unset (the image's
     user decides). Only then is ``IPC_LOCK`` added with RDMA: a capability in
-    ``securityContext.capabilities.add`` reaches the effective set of root processes only,
-    as Kubernetes sets no ambient capabilities (kubernetes/kubernetes#56374; the kernel's
-    execve rules, capabilities(7)), so for non-root ranks it would lift no memlock limit
-    while making Pod Security ``baseline`` reject the pod."""
+    ``securityContext.capabilities.add`` reaches the effective set of root processes only:
+    the kubelet passes no ambient capabilities (kubernetes/kubernetes ``pkg/kubelet/
+    kuberuntime/security_context_others.go`` ``convertToRuntimeCapabilities`` fills the CRI
+    ``Capability``'s add/drop lists only), and at ``execve`` a non-root process without file
+    capabilities keeps only its ambient set (capabilities(7), "Transformation of
+    capabilities during execve()"). Non-root ranks get the container runtime's
+    ``RLIMIT_MEMLOCK``; IPC_LOCK would only make Pod Security ``baseline`` reject them."""
     return opts.ssh.run_as_user in (None, 0)
 
 

@@ -5,7 +5,9 @@ config, NVIDIA Network Operator), ``rdma/hca_shared_devices_a`` (Network Operato
 ``NicClusterPolicy`` examples); ``k8s.v1.cni.cncf.io/networks`` (Multus pod annotation);
 ``NCCL_IB_HCA``, ``NCCL_NET_GDR_LEVEL``, ``NCCL_SOCKET_IFNAME``, ``NCCL_DEBUG``,
 ``NCCL_IB_DISABLE`` (NCCL user guide, "Environment Variables"); ``IPC_LOCK`` (Linux
-capability needed to register memory for RDMA verbs); ``KFP_GPU_RDMA`` (this project: the
+capability that lets a process pin memory beyond ``RLIMIT_MEMLOCK``, as RDMA verbs' memory
+registration does; it reaches root processes only, see
+:func:`kfp_gpu.mpi.spec.mpijob.worker_may_run_as_root`); ``KFP_GPU_RDMA`` (this project: the
 Worker command checks the memlock limit when it is ``1``, see
 :mod:`kfp_gpu.training.worker_start`).
 """
@@ -41,8 +43,11 @@ class Network:
     """RDMA, secondary networks and NCCL settings of the ranks.
 
     Attributes:
-        rdma: request the RDMA extended resource (and ``IPC_LOCK`` on Workers that may run
-            as root, :func:`kfp_gpu.mpi.spec.mpijob.worker_may_run_as_root`).
+        rdma: request the RDMA extended resource and have each Worker check its memlock
+            limit at start (:meth:`worker_env`): a non-root rank can register (pin) only as
+            much memory as ``RLIMIT_MEMLOCK``, which the node's container runtime sets.
+            ``IPC_LOCK`` is added only to Workers that may run as root, the only ones it
+            reaches (:func:`kfp_gpu.mpi.spec.mpijob.worker_may_run_as_root`).
         rdma_resource: RDMA extended resource name (``rdma/<name>``).
         rdma_count: quantity of ``rdma_resource`` per Worker (>= 1).
         multus_networks: value of ``k8s.v1.cni.cncf.io/networks`` on Workers and Launcher,
@@ -91,8 +96,8 @@ class Network:
         """NCCL environment of the ranks (name -> value), in a stable order.
 
         ``NCCL_IB_DISABLE=1`` is set when RDMA is off, so NCCL uses sockets instead of
-        probing InfiniBand/RoCE verbs it may not be allowed to use (no ``IPC_LOCK``, no
-        RDMA device).
+        probing InfiniBand/RoCE verbs it may not be able to use (no RDMA device, no
+        memlock room).
         """
         env: dict[str, str] = {}
         if self.nccl_debug:
