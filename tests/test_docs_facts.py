@@ -15,6 +15,7 @@ import pytest
 
 from kfp_gpu import __version__
 from kfp_gpu.cli import errors
+from tests import doc_signatures
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted({str(p.relative_to(REPO)) for g in ("README.md", "docs/*.md",
@@ -151,3 +152,36 @@ def test_summary_figures_in_the_readme_carry_date_machine_and_command():
         before = text[:m.start()].rstrip().rsplit("\n\n", 1)[-1]
         assert re.search(r"20\d\d-\d\d-\d\d", before), f"no date before `{m.group(1)}`"
         assert re.search(r"core|Zen|Xeon|EPYC", before), f"no machine before `{m.group(1)}`"
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_signatures_and_calls_in_the_prose_fit_the_functions(doc):
+    """`job_name(run_id, task_name, *, prefix="mpijob", instance="")` is
+    inspect.signature(job_name); `gpu.parse("...")` binds (tests/doc_signatures.py)."""
+    found = [p for s in doc_signatures.spans(_text(doc)) for p in doc_signatures.problems(s)]
+    assert not found, f"{doc}:\n" + "\n".join(found)
+
+
+def test_the_signature_check_reads_the_docs_and_catches_a_wrong_signature():
+    """Not vacuous: the distributed.md span is checked, and the signature it showed before
+    (prefix left out, instance third) fails against the keyword-only parameters, against
+    the positional ones they were, and as a positional call."""
+    shown = doc_signatures.spans(_text("docs/distributed.md"))
+    assert 'job_name(run_id, task_name, *, prefix="mpijob", instance="")' in shown
+    checked = [s for d in DOCS for s in doc_signatures.spans(_text(d))
+               if doc_signatures.names_ours(s)]
+    assert len(checked) >= 10, checked
+    (wrong,) = doc_signatures.problems('job_name(run_id, task_name, instance="")')
+    assert "'instance' is keyword-only, shown as positional or keyword" in wrong
+
+    def positional(run_id, task_name, prefix="mpijob", instance=""):
+        """job_name's signature before its parameters became keyword-only."""
+
+    old = doc_signatures.shown_parameters('run_id, task_name, instance=""')
+    assert doc_signatures.signature_problem(positional, old) == (
+        "positional parameters ['run_id', 'task_name', 'prefix', 'instance'], shown as "
+        "['run_id', 'task_name', 'instance']")
+    assert "positional" in doc_signatures.problems("job_name(run, task, model_uri)")[0]
+    assert doc_signatures.problems("job_name(run, task, instance=model_uri)") == []
+    assert doc_signatures.problems('job_name(run_id, task_name, *, prefix="resnet")')[0] \
+        .startswith('`job_name(run_id, task_name, *, prefix="resnet")`: \'prefix\' defaults')

@@ -212,6 +212,12 @@ def test_names_are_deterministic_dns_labels():
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", long)
     assert names.check_name(long, workers=1000) == long
     assert len(f"{long}-worker-999") <= 63
+    # prefix and instance are keyword-only: a model URI given third must not become the
+    # prefix (two ParallelFor iterations would get one name)
+    with pytest.raises(TypeError, match="positional"):
+        names.job_name("run-1", "train", "gs://root/train/uuid-1/model")
+    assert names.job_name("run-1", "train", instance="gs://root/train/uuid-1/model") != \
+        names.job_name("run-1", "train", instance="gs://root/train/uuid-2/model")
 
 
 @pytest.mark.parametrize("bad", ["Upper", "under_score", "-lead", "trail-", "", "a" * 41,

@@ -23,8 +23,12 @@ DNS1123_SUBDOMAIN = re.compile(
 MAX_NAME_LEN = 40
 
 
-def job_name(run_id: str, task_name: str, prefix: str = "mpijob", instance: str = "") -> str:
+def job_name(run_id: str, task_name: str, *, prefix: str = "mpijob",
+             instance: str = "") -> str:
     """Deterministic DNS-1123 label for the MPIJob of one pipeline task.
+
+    ``prefix`` and ``instance`` are keyword-only: both are strings, and an instance given
+    where the prefix goes would silently name two iterations' jobs alike.
 
     ``<prefix>-<first 10 hex of sha256(run_id + "/" + task_name [+ "/" + instance])>``: the
     same run, task and instance always give the same name (so a retried launcher
