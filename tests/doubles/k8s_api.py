@@ -71,6 +71,7 @@ S = K ``staging/src/k8s.io``):
 
 Fault injection: :meth:`FakeKube.fail_next` (the next N matching requests get a 5xx
 ``Status``), :meth:`FakeKube.reset_next` (the connection is closed without a response),
+:meth:`FakeKube.forbid` (matching requests get 403 from then on, as RBAC denies them),
 :meth:`FakeKube.expire_watches` (other cluster activity advances the resourceVersion, the
 history is compacted and open watches end, so resuming from the last seen version gets 410).
 
@@ -166,6 +167,7 @@ class _Fault:
     method: str | None
     path_contains: str | None
     reset: bool = False
+    reason: str = "InternalError"
 
     def matches(self, method: str, path: str) -> bool:
         return (self.remaining > 0 and (self.method is None or self.method == method)
@@ -246,6 +248,14 @@ class FakeKube:
         with self._lock:
             self._faults.append(_Fault(n, status, method, path_contains))
 
+    def forbid(self, path_contains: str, method: str | None = None) -> None:
+        """Every matching request gets 403 ``Forbidden`` from now on, as RBAC denies it
+        (k8s.io/apiserver v0.36.3 pkg/endpoints/handlers/responsewriters/errors.go
+        ``Forbidden``)."""
+        with self._lock:
+            self._faults.append(_Fault(10**9, 403, method, path_contains,
+                                       reason="Forbidden"))
+
     def reset_next(self, n: int, method: str | None = None,
                    path_contains: str | None = None) -> None:
         """The next ``n`` matching requests see the connection closed, no response."""
@@ -319,6 +329,26 @@ class FakeKube:
         code, out = self.create_object(plural, ns, obj)
         assert code == 201, out
         return out
+
+    def renew_lease(self, ns: str, name: str, holder: str = "operator-0",
+                    duration_s: int = 15) -> dict:
+        """Make or renew Lease ``ns/name`` as a leader does (client-go v0.36.3
+        tools/leaderelection/resourcelock/leaselock.go ``Update``: holderIdentity,
+        leaseDurationSeconds, renewTime now, a MicroTime). Returns the stored copy."""
+        ns_now = time.time_ns()
+        micro = dt.datetime.fromtimestamp(ns_now // 10**9, dt.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%S") + f".{ns_now // 1000 % 10**6:06d}Z"
+        spec = {"holderIdentity": holder, "leaseDurationSeconds": duration_s,
+                "renewTime": micro}
+        with self._lock:
+            obj = self.objects.get(("leases", ns, name))
+            if obj is not None:
+                obj["spec"] = spec
+                self._record("MODIFIED", "leases", obj)
+                return copy.deepcopy(obj)
+        return self.put_object("leases", ns, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name}, "spec": spec})
 
     def set_condition(self, ns: str, name: str, ctype: str, reason: str, message: str,
                       running_false: bool = False, plural: str = "mpijobs",
@@ -767,7 +797,8 @@ class _Handler(JsonHandler):
                 return
             req.status = fault.status
             self.send_json(fault.status, status_body(
-                fault.status, "InternalError", "Internal error occurred: injected fault"))
+                fault.status, fault.reason, "Internal error occurred: injected fault"
+                if fault.reason == "InternalError" else f"{method} {url.path} is forbidden"))
             return
         try:
             req.status = self._route(method, url.path, query, body)

@@ -12,6 +12,8 @@ declare them:
   cluster-scoped; read-only here (tests seed them with ``FakeKube.put_object``);
 - ``resourceclaimtemplates.resource.k8s.io`` ``v1`` ResourceClaimTemplate (built in, not a
   CRD), namespaced, no status: what a ``dra`` job's launcher creates.
+- ``leases.coordination.k8s.io`` ``v1`` Lease (built in), namespaced, no status, read-only:
+  an operator's leader Lease, which the launcher reads (tests renew it).
 
 :data:`OPERATORS`: how each job kind's controller shows progress, for
 :class:`ScriptedController`:
@@ -77,6 +79,11 @@ SERVED: dict[str, Served] = {s.plural: s for s in (
     # A built-in kind, served the same way: namespaced, no status (k8s.io/api v0.36.3
     # resource/v1/types.go ResourceClaimTemplate has metadata and spec only).
     Served("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates",
+           status_subresource=False),
+    # The operators' leader-election Leases (k8s.io/api v0.36.3 coordination/v1 types.go:
+    # spec.holderIdentity, leaseDurationSeconds, renewTime), read by the launcher's
+    # reconcile check; read-only here (tests make and renew them: FakeKube.renew_lease).
+    Served("coordination.k8s.io", "v1", "Lease", "leases", read_only=True,
            status_subresource=False),
 )}
 

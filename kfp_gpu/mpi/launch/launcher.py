@@ -39,6 +39,9 @@ cancelled), with the official ``kubernetes`` Python client:
    is stopped; then :class:`~kfp_gpu.mpi.launch.records.LaunchCancelled` is raised.
 8. **Failed** -> :class:`~kfp_gpu.mpi.launch.records.MPIJobFailed` with the condition's reason/message and the last
    launcher log lines; **Succeeded** -> :class:`~kfp_gpu.mpi.launch.records.LaunchResult`.
+9. **Nobody reconciles**: while waiting, a job whose status does not change while its
+   operator's leader Lease is not renewed for twice the Lease's duration is told in one
+   line, and its recovery in another (:mod:`~kfp_gpu.mpi.launch.stall`); the wait goes on.
 
 Each step is its own module: :mod:`~kfp_gpu.mpi.launch.attach` (1-2), :mod:`~kfp_gpu.mpi.launch.watch`
 (3), :mod:`~kfp_gpu.mpi.launch.logs` (4), :mod:`~kfp_gpu.mpi.launch.cancel` (5), over the request
@@ -69,7 +72,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from kfp_gpu.kube import api_client
-from kfp_gpu.mpi.launch import attach, cancel, claims, owner, pending, watch
+from kfp_gpu.mpi.launch import attach, cancel, claims, owner, pending, stall, watch
 from kfp_gpu.mpi.launch.jobs_api import MPIJobClient
 from kfp_gpu.mpi.launch.logs import LauncherLogs
 from kfp_gpu.mpi.launch.records import (
@@ -108,6 +111,12 @@ class Launcher:
             and fails with the pods' reason (:mod:`kfp_gpu.mpi.launch.pending`); 0 = no limit.
         owner_pod: the component's pod (:func:`kfp_gpu.mpi.launch.owner.from_environment`); a
             job this launcher creates names it in ``ownerReferences``. None = no owner.
+        operator_lease: the operator's leader Lease to check while waiting
+            (:func:`kfp_gpu.mpi.launch.stall.lease_for`): ``"auto"`` (the backend's upstream
+            one), ``"NAMESPACE/NAME"``, or ``"none"``.
+
+    Raises:
+        ValueError: ``operator_lease`` is none of those.
 
     Attributes:
         namespace, name: the MPIJob followed (set by :meth:`create_or_attach`; set them
@@ -120,8 +129,10 @@ class Launcher:
                  log_poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep,
                  replace_timeout_s: float = 120.0, backend: backends.Backend | None = None,
                  pending_timeout_s: float = pending.DEFAULT_TIMEOUT_S,
-                 owner_pod: owner.OwnerPod | None = None):
+                 owner_pod: owner.OwnerPod | None = None, operator_lease: str = "auto"):
         self.backend = backend or backends.MPIJOB
+        stall.lease_for(self.backend.name, operator_lease)  # a bad spec fails before anything
+        self.operator_lease = operator_lease
         launcher_container = launcher_container or self.backend.launcher_container
         self.jobs = MPIJobClient(api_client, backoff, sleep, self.backend)
         self.watch_timeout_s = watch_timeout_s
@@ -209,12 +220,19 @@ class Launcher:
 
     def wait(self) -> dict:
         """:func:`kfp_gpu.mpi.launch.watch.wait_for_end` for the job followed, with a
-        :class:`~kfp_gpu.mpi.launch.pending.PendingGuard` of ``pending_timeout_s``."""
+        :class:`~kfp_gpu.mpi.launch.pending.PendingGuard` of ``pending_timeout_s`` and a
+        :class:`~kfp_gpu.mpi.launch.stall.StallNotice` on ``operator_lease``."""
         guard = pending.PendingGuard(self.jobs.core, self.backend, self.namespace, self.name,
                                      self.pending_timeout_s)
-        return watch.wait_for_end(self.jobs, self.namespace, self.name,
-                                  watch_timeout_s=self.watch_timeout_s,
-                                  log_tail=self.log_tail, guard=guard)
+        notice = stall.notice_for(self.jobs, self.namespace, self.name, self.operator_lease)
+        try:
+            return watch.wait_for_end(self.jobs, self.namespace, self.name,
+                                      watch_timeout_s=self.watch_timeout_s,
+                                      log_tail=self.log_tail, guard=guard,
+                                      observer=notice.seen if notice else None)
+        finally:
+            if notice is not None:
+                notice.stop()
 
     def delete(self) -> None:
         """Delete the MPIJob (``propagationPolicy: Foreground``; 404 is fine)."""
@@ -266,7 +284,7 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
            log_sink: Callable[[str], None] | None = None, tail_lines: int = 50,
            handle_sigterm: bool = True, log_poll_s: float = 2.0,
            pending_timeout_s: float = pending.DEFAULT_TIMEOUT_S,
-           owner_pod: owner.OwnerPod | None = None) -> LaunchResult:
+           owner_pod: owner.OwnerPod | None = None, operator_lease: str = "auto") -> LaunchResult:
     """Run the MPIJob or TrainJob ``job`` (a dict from :func:`kfp_gpu.mpi.spec.mpijob.build` or
     :func:`kfp_gpu.mpi.spec.trainjob.build`) to completion.
 
@@ -277,7 +295,7 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
             output path); written, never read (re-attach is by name and 409).
         api: a ``kubernetes.client.ApiClient``; default :func:`kfp_gpu.kube.api_client`.
         backoff, watch_timeout_s, log_sink, tail_lines, log_poll_s, pending_timeout_s,
-            owner_pod: see :class:`Launcher`.
+            owner_pod, operator_lease: see :class:`Launcher`.
         handle_sigterm: install the SIGTERM -> delete handler (main thread only).
 
     Returns:
@@ -292,14 +310,15 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
             not be made after the job was created; the job was deleted (Foreground).
         kfp_gpu.mpi.launch.claims.ClaimTemplateConflict: the template name holds another
             request; nothing was created.
-        ValueError: ``job`` is neither an MPIJob nor a TrainJob.
+        ValueError: ``job`` is neither an MPIJob nor a TrainJob, or ``operator_lease`` is
+            not a Lease spec.
         kubernetes.client.exceptions.ApiException: non-transient API errors.
     """
     backend = backends.for_object(job)
     launcher = Launcher(api or api_client(), backoff=backoff, watch_timeout_s=watch_timeout_s,
                         log_sink=log_sink, tail_lines=tail_lines, log_poll_s=log_poll_s,
                         backend=backend, pending_timeout_s=pending_timeout_s,
-                        owner_pod=owner_pod)
+                        owner_pod=owner_pod, operator_lease=operator_lease)
     launcher.namespace, launcher.name = attach.job_identity(job)
     with cancel.sigterm_raises(handle_sigterm):
         try:
@@ -347,14 +366,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pending-timeout", type=float, default=pending.DEFAULT_TIMEOUT_S,
                    metavar="S", help="seconds the job may take to reach Running "
                    f"(0 = no limit; default {pending.DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--operator-lease", default="auto", metavar="NS/NAME",
+                   help="the operator's leader Lease, to tell a job nobody reconciles "
+                   "(default auto: the operator's upstream one; none: no check)")
     a = p.parse_args(argv)
+    try:
+        stall.lease_for("mpijob", a.operator_lease)
+    except ValueError as e:
+        p.error(str(e))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # urllib3 logs each connection retry; the watch tells an outage in two lines
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     job = yaml.safe_load(Path(a.job).read_text(encoding="utf-8"))
     api = api_client(a.kubeconfig, host=a.host)
     try:
         result = launch(job, a.record, api, watch_timeout_s=a.watch_timeout,
                         backoff=Backoff(initial_s=a.backoff_initial), log_poll_s=0.5,
-                        pending_timeout_s=a.pending_timeout, owner_pod=owner.from_environment())
+                        pending_timeout_s=a.pending_timeout, owner_pod=owner.from_environment(),
+                        operator_lease=a.operator_lease)
     except LaunchCancelled as e:
         print(str(e), file=sys.stderr, flush=True)
         return EXIT_CANCELLED

@@ -2,13 +2,21 @@
 
 LIST + WATCH from the list's ``resourceVersion`` (Kubernetes API concepts, "Efficient
 detection of changes"); a watch that ends (``timeoutSeconds``) resumes from the last seen
-version; ``410 Gone`` (history compacted) -> re-LIST for a fresh version; 5xx, 429 and
-connection errors -> retried with bounded exponential backoff.
+version; ``410 Gone`` (history compacted, or an API server restarted with a fresh watch
+cache) -> re-LIST for a fresh version (the kubernetes client's ``Watch.stream``,
+kubernetes/watch/watch.py of kubernetes 30.1.0, raises the 410 ``ERROR`` event as an
+``ApiException`` when ``timeout_seconds`` is given, as here, instead of retrying itself);
+5xx, 429 and connection errors -> retried with bounded exponential backoff.
+
+An outage of the API server (stopped, restarting) is told in two lines, not one per
+retry: a warning when the first request fails (what failed, the retry budget), and, at the
+first answer after it, how long the gap lasted and how many retries it took.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 
 from kfp_gpu.mpi.launch import preemption
@@ -43,17 +51,34 @@ class _Progress:
         return p in TERMINAL
 
     def transient(self, e: BaseException) -> None:
-        """Wait before the next try, or re-raise ``e`` when retries are used up."""
-        if not is_transient(e) or self.failures >= self.jobs.backoff.attempts - 1:
+        """Wait before the next try, or re-raise ``e`` when retries are used up. The first
+        failure of an outage is one warning line; the retries are counted, not logged."""
+        backoff = self.jobs.backoff
+        if not is_transient(e) or self.failures >= backoff.attempts - 1:
             raise e
-        d = self.jobs.backoff.delay(self.failures)
-        log.warning("watch: transient error (%s); retry in %.1fs", short(e), d)
+        d = backoff.delay(self.failures)
+        if self.failures == 0:
+            self.gap_began = time.monotonic()
+            budget = sum(backoff.delay(k) for k in range(backoff.attempts - 1))
+            log.warning("watch: the API server does not answer (%s); retrying with backoff "
+                        "for up to %.0f s (%d retries)", short(e), budget, backoff.attempts - 1)
+        else:
+            log.debug("watch: transient error (%s); retry in %.1fs", short(e), d)
         self.jobs.sleep(d)
         self.failures += 1
 
+    def answered(self, how: str) -> None:
+        """The API server answered: after an outage, one line with its length and the
+        retries it took (``how``: resuming from a version, or re-listing)."""
+        if self.failures:
+            log.info("watch: the API server answered again after %.1f s and %d retries; %s",
+                     time.monotonic() - self.gap_began, self.failures, how)
+        self.failures = 0
+
 
 def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout_s: int = 60,
-                 log_tail: Callable[[], list[str]] = list, guard=None) -> dict:
+                 log_tail: Callable[[], list[str]] = list, guard=None,
+                 observer: Callable[[dict], None] | None = None) -> dict:
     """Watch until the MPIJob is Succeeded or Failed; return its final object.
 
     Args:
@@ -61,6 +86,8 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
         guard: a :class:`kfp_gpu.mpi.launch.pending.PendingGuard` (or None): checked with each
             version of the job seen and, while it is armed, every ``guard.poll_s`` seconds
             (the WATCH then ends that often and resumes from the last version).
+        observer: called with each version of the job seen (a
+            :class:`kfp_gpu.mpi.launch.stall.StallNotice`'s ``seen``).
 
     Raises:
         MPIJobFailed: the MPIJob was deleted by someone else (reason ``Deleted``).
@@ -71,13 +98,19 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
     from kubernetes.client.exceptions import ApiException
 
     progress = _Progress(name, jobs, guard.timeout_s if guard is not None else None)
-    check = guard.check if guard is not None else (lambda obj: None)
+    guard_check = guard.check if guard is not None else (lambda obj: None)
+
+    def check(obj) -> None:
+        if observer is not None and obj is not None:
+            observer(obj)
+        guard_check(obj)
     rv: str | None = None
     last: dict | None = None
     while True:
         try:
             if rv is None:
                 last, rv = jobs.list_one(namespace, name)
+                progress.answered(f"re-listed at resourceVersion {rv}")
                 if last is None:
                     raise MPIJobFailed(name, "Deleted", f"the {jobs.kind} no longer exists",
                                        log_tail(), kind=jobs.kind)
@@ -88,7 +121,7 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
             if guard is not None and not guard.done:
                 timeout = min(watch_timeout_s, guard.poll_s)
             for event in jobs.watch(namespace, name, rv, timeout):
-                progress.failures = 0
+                progress.answered(f"resumed the watch from resourceVersion {rv}")
                 obj = event["raw_object"]
                 rv = obj.get("metadata", {}).get("resourceVersion", rv)
                 if event["type"] == "DELETED":
@@ -99,12 +132,15 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
                 if progress.seen(obj):
                     return obj
                 check(obj)
-            progress.failures = 0  # the watch timed out normally: resume from rv
+            # the watch timed out normally: resume from rv
+            progress.answered(f"resumed the watch from resourceVersion {rv}")
             check(last)
         except MPIJobFailed:
             raise
         except ApiException as e:
             if e.status == 410:
+                progress.answered("its watch history no longer holds resourceVersion "
+                                  f"{rv} (410 Gone): re-listing")
                 log.info("watch expired (410 Gone); re-listing for a fresh resourceVersion")
                 rv = None
                 continue
