@@ -61,6 +61,26 @@ def kwok_node(node: dict) -> dict:
     return n
 
 
+def nodes_table(nodes: list[dict] | None = None) -> str:
+    """The fake nodes as a Markdown table (node, GPU product label, extended resources of
+    its capacity, taints, cordoned): tests/cluster/README.md shows it and
+    tests/test_docs_restated.py compares the two, so what a test writer reads about the
+    nodes (which carry the ``nvidia.com/gpu`` taint) is the data. ``nodes``: Node dicts
+    (default :func:`fake_nodes`)."""
+    lines = ["| node | `nvidia.com/gpu.product` | extended resources | taints | cordoned |",
+             "|---|---|---|---|---|"]
+    for n in fake_nodes() if nodes is None else nodes:
+        labels, spec = n["metadata"].get("labels", {}), n.get("spec", {})
+        extended = [f"`{k}: {v}`" for k, v in n.get("status", {}).get("capacity", {}).items()
+                    if "/" in k and v != "0"]
+        taints = [f"`{t['key']}` {t['effect']}" for t in spec.get("taints") or []
+                  if t["key"] != "node.kubernetes.io/unschedulable"]
+        lines.append(f"| {n['metadata']['name']} | {labels.get('nvidia.com/gpu.product', '-')} "
+                     f"| {', '.join(extended) or '-'} | {', '.join(taints) or '-'} "
+                     f"| {'yes' if spec.get('unschedulable') else '-'} |")
+    return "\n".join(lines)
+
+
 def fake_nodes() -> list[dict]:
     """All seven fake GPU nodes, ready to create (:func:`kwok_node` of each double node)."""
     return [kwok_node(n) for n in double_nodes()]

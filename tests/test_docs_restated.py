@@ -23,9 +23,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kfp_gpu import gpu
 from kfp_gpu.cli import app, errors
 from kfp_gpu.cluster.doctor import rbac
-from testcluster import modules
+from testcluster import modules, nodes
 
 REPO = Path(__file__).resolve().parents[1]
 #: Every page a user reads (CHANGELOG.md: its [Unreleased] section only; a released
@@ -206,3 +207,37 @@ def test_the_exit_code_table_is_the_code_s():
         errors.SIGTERM}
     result = CliRunner().invoke(app, ["--help"], terminal_width=400)
     assert f"Exit status: {errors.statuses_text()}." in re.sub(r"\s+", " ", result.output)
+
+
+# ------------------------------------------------------------------ docs/architecture.md
+def test_the_fraction_bound_architecture_md_states_is_the_code_s():
+    """"validates 0 < F <= 1" while kfp_gpu/gpu/kinds/kai.py refuses 1: the page's bound,
+    read as written, decides at its ends exactly as ``gpu.parse`` does."""
+    m = re.search(r"validates 0 (<=?) F (<=?) 1\b", _text("docs/architecture.md"))
+    assert m, "docs/architecture.md no longer states the fraction bound as '0 < F < 1'"
+
+    def accepted(text: str) -> bool:
+        try:
+            gpu.parse(text)
+        except ValueError:
+            return False
+        return True
+
+    assert accepted("fraction:0") == (m.group(1) == "<=")
+    assert accepted("fraction:1") == (m.group(2) == "<=")
+    assert accepted("fraction:0.5") and accepted("fraction:0.999")
+
+
+# ------------------------------------------------------------------ tests/cluster/README.md
+def test_the_fake_nodes_table_is_the_node_data():
+    """tests/cluster/README.md said every fake node carries the ``nvidia.com/gpu`` taint;
+    l4-metagpu-01 and cpu-01 do not. The page now shows testcluster.nodes.nodes_table()."""
+    shown = "\n".join(ln.strip() for ln in _text("tests/cluster/README.md").splitlines())
+    assert nodes.nodes_table() in shown
+    # each node is a row, with its taints or "-"
+    for n in nodes.fake_nodes():
+        taints = [t for t in n.get("spec", {}).get("taints") or []
+                  if t["key"] != "node.kubernetes.io/unschedulable"]
+        row = next(r for r in shown.splitlines() if r.startswith(f"| {n['metadata']['name']} |"))
+        assert row.split(" | ")[3] == (", ".join(f"`{t['key']}` {t['effect']}" for t in taints)
+                                       or "-")
