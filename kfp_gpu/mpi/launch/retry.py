@@ -56,17 +56,30 @@ def call(backoff: Backoff, what: str, fn: Callable, *args,
          sleep: Callable[[float], None] = time.sleep, **kwargs):
     """``fn(*args, **kwargs)`` retried on transient errors with ``backoff``.
 
+    A run of failures is logged in two lines: a warning at the first, and the number of
+    retries once it answers (the retries themselves at debug level).
+
     Raises:
         the last error after ``backoff.attempts`` failures, or any non-transient error.
     """
+    began = 0.0
     for k in range(backoff.attempts):
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except Exception as e:
             if not is_transient(e) or k == backoff.attempts - 1:
                 raise
             d = backoff.delay(k)
-            log.warning("%s: transient error (%s); retry %d/%d in %.1fs", what, short(e),
-                        k + 1, backoff.attempts - 1, d)
+            if k == 0:  # one line per outage, not per retry
+                began = time.monotonic()
+                log.warning("%s: transient error (%s); retrying up to %d times", what,
+                            short(e), backoff.attempts - 1)
+            else:
+                log.debug("%s: transient error (%s); retry %d/%d in %.1fs", what, short(e),
+                          k + 1, backoff.attempts - 1, d)
             sleep(d)
+            continue
+        if k:
+            log.info("%s: answered after %d retries (%.1f s)", what, k, time.monotonic() - began)
+        return out
     raise AssertionError("unreachable")
