@@ -225,10 +225,15 @@ def requires(cmd: dc.Command) -> set[str]:
             return {"internet"}
         if name in ("dockerd.sh", "build-base-image.sh", "rebuild_images.sh"):
             return {"docker", "ci"}
+        if name == "build.sh":  # testcluster/build.sh: Go and the module proxy, tens of min
+            return {"ci"}
         if name in ("gpu_share_bench.py", "gpu_bench.py"):
             # gpu_bench.py's host step (prep) only writes the arrays its GPU runs read
             return {"gpu"}
         return set()
+    if head == "eval" and len(argv) == 2 and argv[1].startswith("$(") and argv[1].endswith(")"):
+        # eval "$(scripts/dockerd.sh start)": what the substituted command needs
+        return requires(dc.Command(shlex.split(argv[1][2:-1]), text=argv[1]))
     if head == "kubectl":
         return set() if argv[1:2] == ["kustomize"] else {"cluster"}
     if head == "docker":

@@ -20,7 +20,7 @@ from tests import doc_signatures
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted({str(p.relative_to(REPO)) for g in ("README.md", "docs/*.md",
                "components/*/README.md", "images/README.md", "manifests/README.md",
-               "tests/*/README.md") for p in REPO.glob(g)})
+               "testcluster/README.md", "tests/*/README.md") for p in REPO.glob(g)})
 SOURCES = ("kfp_gpu", "components", "pipelines", "tests", "testcluster", "benchmarks", "scripts",
            "images")
 #: File names in backticks that belong to upstream projects the docs cite, not to us.

@@ -241,3 +241,20 @@ def test_the_fake_nodes_table_is_the_node_data():
         row = next(r for r in shown.splitlines() if r.startswith(f"| {n['metadata']['name']} |"))
         assert row.split(" | ")[3] == (", ".join(f"`{t['key']}` {t['effect']}" for t in taints)
                                        or "-")
+
+
+# ------------------------------------------------------------------ the opt-in e2e tests
+def test_every_e2e_test_and_its_variables_are_in_the_docs():
+    """README "Opt-in end-to-end tests" names every module with an ``e2e`` test (the
+    TrainJob one was missing), and every ``KFP_GPU_E2E_*`` variable those tests read is
+    named in the README or docs/ (what to set)."""
+    e2e = re.compile(r"^@pytest\.mark\.e2e$", re.MULTILINE)
+    modules_ = {p for p in (REPO / "tests").glob("test_*.py")
+                if e2e.search(p.read_text(encoding="utf-8"))}
+    text = _text("README.md")
+    section = text[text.index("## Opt-in end-to-end tests"):]
+    assert modules_ and all(f"tests/{p.name}" in section for p in modules_), sorted(
+        p.name for p in modules_ if f"tests/{p.name}" not in section)
+    read = {v for p in modules_ for v in re.findall(r"KFP_GPU_E2E_\w+", p.read_text())}
+    docs = text + "".join(_text(p) for p in PAGES if p.startswith("docs/"))
+    assert not {v for v in read if v not in docs}

@@ -1,5 +1,6 @@
 """Docs that run (issue 32 item 1, issue 37 item 3): every code block of README.md,
-docs/*.md, components/*/README.md and images/README.md is executed as written, compared with
+docs/*.md, components/*/README.md, images/README.md, manifests/README.md,
+testcluster/README.md and tests/*/README.md is executed as written, compared with
 what it shows, or -- where it needs what no test run has -- checked against what it names
 and skipped with the reason.
 
@@ -47,7 +48,9 @@ from tests import doc_blocks, doc_commands, doc_needs, doc_output
 # container and cluster tests use too.
 
 REPO = Path(__file__).resolve().parents[1]
-DOC_GLOBS = ("README.md", "docs/*.md", "components/*/README.md", "images/README.md")
+#: Every page a user or a test writer reads (tests/test_docs_facts.py reads the same).
+DOC_GLOBS = ("README.md", "docs/*.md", "components/*/README.md", "images/README.md",
+             "manifests/README.md", "testcluster/README.md", "tests/*/README.md")
 #: Blocks that train or run pipelines (tens of seconds each on 2 cores).
 HEAVY = re.compile(r"(\brun\b.*--local|\bmake run\b|\bmpirun\b|train-resnet|"
                    r"benchmarks/\w+\.py|mpijob run-local|trainjob run-local)")
