@@ -7,7 +7,10 @@ ML Metadata, which the API does not serve). So a component ends its body with
 object ``{"artifacts": {name: uri}, "metrics": {key: number}, "values": {name: value}}``.
 ``kfp-gpu submit --wait`` reads that line back from the task pod's log (container ``main``,
 where KFP's launcher runs the component and its stdout goes) with :func:`record_of`, as it
-reads the failure record of :mod:`kfp_gpu.inputs.errors`.
+reads the failure record of :mod:`kfp_gpu.inputs.errors`. A component that writes no record
+still has its artifacts told on a cluster, from the executor output KFP's launcher logs
+(:func:`kfp_gpu.cluster.run_report.executor_output_of`); the record adds the values a
+component chooses to report.
 
 ``uri``: the artifact's ``uri`` as KFP gave it (``minio://...``, ``s3://...``, ``gs://...`` on
 a cluster; a local path under kfp.local). ``metrics``: the scalar entries of every

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -191,6 +192,19 @@ def test_allowed_exceptions_still_exist_and_still_need_it():
     assert all(n > MAX_DATACLASS_FIELDS for n in found.values())
 
 
+def test_architecture_md_states_these_limits_and_exceptions():
+    """docs/architecture.md "Rules": the limits are these constants and it names every
+    allowed exception (it once said "the two exceptions" while four were allowed)."""
+    text = " ".join((REPO / "docs" / "architecture.md").read_text(encoding="utf-8").split())
+    m = re.search(r"Modules <= (\d+) lines, function bodies <= (\d+) lines \(after the "
+                  r"docstring\), dataclasses <= (\d+) fields; (.*?)\.( -|$)", text)
+    assert m, "docs/architecture.md no longer states the size limits"
+    assert tuple(map(int, m.groups()[:3])) == (MAX_MODULE_LINES, MAX_FUNCTION_LINES,
+                                               MAX_DATACLASS_FIELDS)
+    named = set(re.findall(r"`(\w+)`", m.group(4))) - {"ALLOWED"}
+    assert named == {name for _path, name in ALLOWED}
+
+
 def _imported(path: Path, root: Path) -> list[tuple[int, str]]:
     """``(line, dotted module)`` for every import in ``path`` (any nesting), relative ones
     resolved against its package; ``from P import n`` also yields ``P.n`` (``n`` may be a
@@ -284,6 +298,26 @@ def test_component_room_has_metadata_matching_its_spec(name):
     assert meta["name"] == name and meta["owner"] and meta["gpu"] and meta["description"]
     assert meta["inputs"] == sorted([*ins.get("parameters", {}), *ins.get("artifacts", {})])
     assert meta["outputs"] == sorted([*outs.get("parameters", {}), *outs.get("artifacts", {})])
+
+
+def test_component_logic_has_tests_and_other_folders_are_shared_or_a_deprecated_name():
+    """docs/architecture.md's rooms: a component with a module of its own beside
+    component.py has ``tests/`` (plan_shards, evaluate_shard, combine_shards have none: they
+    only call components/shared); the folders without component.py are ``shared/`` and a
+    deprecated name, whose README.md says so and whose component.yaml is another room's."""
+    specs = [p.with_name("component.yaml").read_text()
+             for p in (REPO / "components").glob("*/component.py")]
+    for room in sorted(p for p in (REPO / "components").iterdir() if p.is_dir()
+                       and p.name != "__pycache__"):
+        logic = [p.name for p in room.glob("*.py") if p.name not in ("__init__.py",
+                                                                      "component.py")]
+        if logic:
+            assert (room / "tests").is_dir(), f"{room.name}: {logic} without tests/"
+        if room.name == "shared" or (room / "component.py").is_file():
+            continue
+        assert sorted(p.name for p in room.iterdir()) == ["README.md", "component.yaml"]
+        assert "deprecated" in (room / "README.md").read_text()
+        assert (room / "component.yaml").read_text() in specs, room.name
 
 
 def test_component_logic_has_tests_and_other_folders_are_shared_or_a_deprecated_name():

@@ -258,3 +258,21 @@ def test_every_e2e_test_and_its_variables_are_in_the_docs():
     read = {v for p in modules_ for v in re.findall(r"KFP_GPU_E2E_\w+", p.read_text())}
     docs = text + "".join(_text(p) for p in PAGES if p.startswith("docs/"))
     assert not {v for v in read if v not in docs}
+
+
+# ------------------------------------------------------------------ docs/cluster.md: doctor
+def test_every_table_doctor_prints_is_described_in_cluster_md():
+    """docs/cluster.md "It prints one table per area" listed six of the eleven tables
+    (no Operators, KAI Scheduler, Training backends, DRA, Kueue). Each title the doctor
+    modules give ``rep.sections`` (up to a ``:`` or ``(`` that a value follows) is a bold
+    bullet of that list."""
+    titles = set()
+    for path in (REPO / "kfp_gpu/cluster/doctor").glob("*.py"):
+        for m in re.finditer(r"sections\.append\(\(f?\"([^\"]+)\"", path.read_text()):
+            titles.add(re.split(r"\s*[:({]", m.group(1))[0])
+        for m in re.finditer(r"title = f?\"([^\"{:(]+)", path.read_text()):
+            titles.add(m.group(1).strip())
+    text = _text("docs/cluster.md")
+    listed = set(re.findall(r"^- \*\*([^*]+)\*\*", text[text.index("It prints one table per "
+                                                                  "area"):], re.MULTILINE))
+    assert len(titles) >= 10 and titles <= listed, sorted(titles - listed)

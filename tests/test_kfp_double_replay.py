@@ -6,8 +6,9 @@ needed by replaying the recorded requests that made it (the recorded ids are map
 double's), the request is replayed over HTTP, and the answer is compared with the recorded
 one: status, content type, the whole body with ids, times, Go stack traces and shortened
 ``pipeline_spec`` masked (so keys, nesting, values and message texts). Runs with
-``run_details`` are compared node by node: each task's keys, ``state`` and its
-``child_tasks`` resolved to the nodes they name. 26 and 27 are bare get_run bodies of real
+``run_details`` are compared node by node: each task's keys, ``state``, its
+``child_tasks`` resolved to the nodes they name, and whether it took no time (start = end:
+an omitted node, a task served from the cache). 26 and 27 are bare get_run bodies of real
 runs: the double runs the same pipeline with the same parameters, fails the task that failed
 there (27: terminated) and its get_run is compared with them.
 
@@ -160,8 +161,10 @@ def _workflow(tasks: list[dict]) -> str:
 
 def _nodes(run: dict) -> list[tuple]:
     """Each task of ``run_details``: (name, keys, keys of its history entries, state,
-    the nodes its ``child_tasks`` name, in any order: Argo's is not the spec's), sorted; the workflow is ``<workflow>`` and each
-    child is resolved through the Argo node IDs of the run's tasks."""
+    the nodes its ``child_tasks`` name, in any order: Argo's is not the spec's, whether it
+    started and ended at the same second: a node omitted, or a task served from the cache
+    and its skipped step), sorted; the workflow is ``<workflow>`` and each child is
+    resolved through the Argo node IDs of the run's tasks."""
     tasks = run["run_details"]["task_details"]
     wf = _workflow(tasks)
     names = {argo_node_id(wf, f"{wf}.root"): "root",
@@ -178,7 +181,8 @@ def _nodes(run: dict) -> list[tuple]:
         out.append((d, sorted(t), sorted({k for h in t["state_history"] for k in h}),
                     t.get("state"),
                     sorted(names.get(c["pod_name"], f"? {c['pod_name']}")
-                           for c in t.get("child_tasks", []))))
+                           for c in t.get("child_tasks", [])),
+                    t["start_time"] == t["end_time"]))
     return sorted(out, key=repr)
 
 

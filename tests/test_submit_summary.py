@@ -21,7 +21,7 @@ import pytest
 import typer
 import yaml
 from kfp import dsl, local
-from kfp.dsl import Metrics, Model, Output
+from kfp.dsl import Dataset, Metrics, Model, Output
 from typer.testing import CliRunner
 
 from kfp_gpu import task_outputs
@@ -34,6 +34,10 @@ from tests.doubles.kfp_api import FakeKfp
 
 PIPELINE = "imdb-lstm"
 RECORDED_FAILED_RUN = "kfp-2.17.0/api/26-get_run-real-FAILED-imdb-keras.json"
+#: fractional-eval whose plan-shards driver failed (a get_run answer: request, response).
+RECORDED_DRIVER_FAILED = "kfp-2.17.0/api/24-get_run-after-45s.json"
+#: resnet-horovod terminated mid-MPIJob, prep-images served from the cache.
+RECORDED_CACHED_RUN = "kfp-2.17.0/api/27-get_run-real-terminated-resnet.json"
 #: What a KFP/Argo run shows beside its component tasks (the recorded body's internals).
 INTERNALS = ("root", "root-driver", "executor", "-driver")
 
@@ -55,6 +59,57 @@ def _failed_body() -> dict:
     return json.loads(datadir.find(RECORDED_FAILED_RUN).read_text())
 
 
+def _recorded(relative: str) -> dict:
+    """A recorded get_run body (api/24 holds it under ``response.body``)."""
+    rec = json.loads(datadir.find(relative).read_text())
+    return rec["response"]["body"] if "response" in rec else rec
+
+
+def _workflow_of(body: dict) -> str:
+    return _row(body, "root")["child_tasks"][0]["pod_name"].rsplit("-", 1)[0]
+
+
+def _glog(severity: str, where: str, message: str) -> str:
+    """A line as KFP's driver and launcher log it (github.com/golang/glog's header:
+    ``Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg``)."""
+    return f"{severity}1127 19:39:01.512345      18 {where}] {message}"
+
+
+def _launcher_logged(executor_output: dict) -> list[str]:
+    """What KFP 2.17's launcher adds to the pod's log after the component exited 0:
+    ``glog.Infof("ExecutorOutput: %s", prettyPrint(...))`` of the SDK's executor output file
+    (prettyPrint: Go's json.Indent with two spaces; kubeflow/pipelines
+    backend/src/v2/component/launcher_v2.go ``getExecutorOutputFile``), then its publish."""
+    return [_glog("I", "launcher_v2.go:1230",
+                  "ExecutorOutput: " + json.dumps(executor_output, indent=2)),
+            _glog("I", "launcher_v2.go:206", "publish success.")]
+
+
+#: What follows a component that exited 1 in its pod's log: KFP's launcher publishes the
+#: failed execution and exits through glog.Exit (launcher-v2 main.go), then Argo's
+#: executor logs the sub-process and its cobra error (a real 2.x pod log's tail).
+FAILED_TAIL = [_glog("I", "launcher_v2.go:206", "publish success."),
+               _glog("I", "client.go:752", "Attempting to update DAG state"),
+               _glog("F", "main.go:58", "failed to execute component: exit status 1"),
+               ('time="2026-11-27T19:51:02.490Z" level=info msg="sub-process exited" '
+                'argo=true error="<nil>"'),
+               "Error: exit status 1"]
+
+
+def _sdk_output(uris: dict[str, str], metadata: dict | None = None,
+                values: dict | None = None) -> dict:
+    """An executor output file as the kfp SDK writes it (kfp/dsl/executor.py
+    ``write_executor_output``: ``artifacts`` name -> ``{artifacts: [{name, uri,
+    metadata}]}``, ``parameterValues``); its shape is checked against a real one in
+    test_the_launchers_executor_output_of_a_kfp_local_task_reads_back."""
+    out: dict = {"artifacts": {n: {"artifacts": [{"name": n, "uri": u,
+                                                   "metadata": (metadata or {}).get(n, {})}]}
+                               for n, u in uris.items()}}
+    if values:
+        out["parameterValues"] = values
+    return out
+
+
 def _row(body: dict, name: str) -> dict:
     return next(t for t in body["run_details"]["task_details"] if t["display_name"] == name)
 
@@ -72,7 +127,7 @@ def _reader(logs: dict[str, str]):
 
 
 def _no_internals(lines: list[str], body: dict) -> None:
-    workflow = _row(body, "root")["child_tasks"][0]["pod_name"].rsplit("-", 1)[0]
+    workflow = _workflow_of(body)
     for line in lines:
         head = line.split(":", 1)[0]
         assert not any(f"task {n}" in head for n in ("root", "executor")), line
@@ -129,17 +184,92 @@ def test_an_unreadable_log_gives_the_ui_link_and_why():
     assert rep.code == 1
 
 
-def test_a_failed_driver_names_its_component_task_not_the_driver():
+def test_a_failed_driver_names_its_component_task_and_reads_the_drivers_own_pod():
+    """A driver's ``child_tasks`` is its task's node, not its pod: the driver's own node
+    id is Argo's hash of ``<workflow>.root.<task>-driver``, which the recorded body lists
+    as a child of ``root``."""
     body = _failed_body()
     _row(body, "prep-text")["state"] = "SKIPPED"
     _row(body, "prep-text-driver")["state"] = "FAILED"
-    (node,) = [c["pod_name"] for c in _row(body, "prep-text-driver")["child_tasks"]]
-    read = _reader({node: "I1127 driver.go:1] start\nF1127 driver.go:2] KFP driver: "
-                          "failed to resolve inputs\n"})
+    wf = _workflow_of(body)
+    own = run_report.argo_node_id(wf, f"{wf}.root.prep-text-driver")
+    assert own in [c["pod_name"] for c in _row(body, "root")["child_tasks"]]
+    assert [c["pod_name"] for c in _row(body, "prep-text-driver")["child_tasks"]] \
+        == [run_report.argo_node_id(wf, f"{wf}.root.prep-text")]
+    read = _reader({own: "\n".join([
+        _glog("I", "main.go:119", "Setting log level to: '1'"),
+        _glog("F", "main.go:127", "KFP driver: failed to resolve inputs: parent DAG "
+              "input parameter 'source' not found")])})
     rep = run_report.failure_report(body, _docs(), read, "U")
-    assert rep.lines == [("task prep-text failed before it ran (KFP driver): F1127 "
-                         "driver.go:2] KFP driver: failed to resolve inputs")]
+    assert rep.lines == [("task prep-text failed before it ran (KFP driver): KFP driver: "
+                         "failed to resolve inputs: parent DAG input parameter 'source' "
+                         "not found")]
     assert rep.code == 1
+    assert read.calls == [(body["run_id"], own)]
+
+
+def test_the_recorded_failed_driver_of_fractional_eval_is_read_from_its_own_pod():
+    """api/24: plan-shards' driver FAILED; its pod is the node ``importer-2`` (its
+    dependency) lists, and the importers that succeeded are never read."""
+    body = _recorded(RECORDED_DRIVER_FAILED)
+    wf = _workflow_of(body)
+    own = run_report.argo_node_id(wf, f"{wf}.root.plan-shards-driver")
+    assert own in [c["pod_name"] for c in _row(body, "importer-2")["child_tasks"]]
+    read = _reader({own: _glog("F", "main.go:127", "KFP driver: no such artifact")})
+    rep = run_report.failure_report(body, _docs("fractional-eval"), read, "U")
+    assert rep.lines == [("task plan-shards failed before it ran (KFP driver): KFP driver: "
+                          "no such artifact")]
+    assert read.calls == [(body["run_id"], own)]
+
+
+def _refusal_log() -> tuple[str, list[str]]:
+    """resnet-horovod's refusal of an empty work_dir on a cluster without a PVC, raised by
+    the real check, and its pod log: the traceback kfp's executor lets through (no record:
+    it fails before the component's body could write one), then KFP's and Argo's tail."""
+    import traceback
+
+    from kfp_gpu.components.train_resnet_horovod import places
+
+    model = "minio://mlpipeline/v2/artifacts/resnet-horovod/r/train-resnet-horovod/model"
+    with pytest.raises(ValueError) as caught:
+        places.resolve_work_dir("", model, [], "resnet-r-train")
+    trace = "".join(traceback.format_exception(caught.value)).splitlines()
+    assert trace[-1] == f"ValueError: {caught.value}"  # what Python prints last
+    return f"ValueError: {caught.value}", ["INFO kfp_gpu.mpi: cluster execution", *trace,
+                                           *FAILED_TAIL]
+
+
+def test_a_task_that_failed_before_its_record_shows_the_components_own_line():
+    """The recorded resnet-horovod run (api/27): its train task's log ends with KFP's and
+    Argo's lines (``Error: exit status 1``); the line shown is the component's."""
+    body = _recorded(RECORDED_CACHED_RUN)
+    (node,) = [c["pod_name"] for c in _row(body, "train-resnet-horovod")["child_tasks"]]
+    line, log = _refusal_log()
+    read = _reader({node: "\n".join(log)})
+    rep = run_report.failure_report(body, _docs("resnet-horovod"), read, "U")
+    assert rep.lines == [f"task train-resnet-horovod failed: {line}"]
+    assert rep.code == 1  # no record: whether it refused its input is unknown
+    assert read.calls == [(body["run_id"], node)]
+
+
+@pytest.mark.parametrize(("own", "expected"), [
+    # the CLI's one line (kfp_gpu/cli/errors.py) wins over what came before it
+    (["Traceback (most recent call last):", "KeyError: 'x'", "error: no such column: text"],
+     "error: no such column: text"),
+    # a component that printed and exited 1 without an exception
+    (["rows: 300", "stopping: 2 classes expected"], "stopping: 2 classes expected"),
+    # nothing of the component's: the launcher's own failure (upload after success)
+    ([], "failed to execute component: failed to upload output artifacts: i/o timeout"),
+    # nothing at all but the bare status
+    ([], "failed to execute component: exit status 1"),
+])
+def test_the_error_line_passes_over_kfps_and_argos_lines(own, expected):
+    tail = list(FAILED_TAIL)
+    if "upload" in expected:
+        tail = [_glog("W", "launcher_v2.go:845", "Failed to upload output artifacts"),
+                _glog("F", "main.go:58", expected), "Error: exit status 1"]
+    assert run_report.error_line_of("\n".join([*own, *tail])) == expected
+    assert run_report.message_of("\n".join([*own, *tail])) == (expected, None)
 
 
 def test_failure_summary_reads_the_pod_log_through_the_kubernetes_api():
@@ -207,19 +337,87 @@ def test_success_summary_lists_each_tasks_artifacts_and_metrics():
     model, metrics, ev = _artifacts("minio://mlpipeline/v2/artifacts/imdb-lstm/r")
     train_node = _row(body, "train-text-classifier")["child_tasks"][0]["pod_name"]
     eval_node = _row(body, "evaluate-classifier")["child_tasks"][0]["pod_name"]
-    logs = {train_node: "epoch 1 done\n" + task_outputs.record(
-                {"model": model, "metrics": metrics}) + "\nWrote executor output file",
+    logs = {train_node: "\n".join(["epoch 1 done", task_outputs.record(
+                {"model": model, "metrics": metrics}), *_launcher_logged(_sdk_output(
+                    {"model": model.uri, "metrics": metrics.uri}))]),
             eval_node: task_outputs.record({"metrics": ev}, {"passed": True})}
-    for c in _row(body, "prep-text")["child_tasks"]:
-        logs[c["pod_name"]] = "prep: 300 rows\n"  # prep_text writes no outputs record
+    # prep_text writes no outputs record: its outputs are what KFP's launcher logged, the
+    # ones its component declares (not the launcher's own log artifact).
+    declared = run_report.spec_tasks(_docs())["prep-text"]["outputs"]
+    assert {"train_data", "test_data"} <= set(declared)
+    uris = {name: f"minio://mlpipeline/v2/artifacts/imdb-lstm/r/prep-text/{name}"
+            for name in declared}
+    (prep_node,) = [c["pod_name"] for c in _row(body, "prep-text")["child_tasks"]]
+    logs[prep_node] = "\n".join(["prep: 300 rows", *_launcher_logged(_sdk_output(
+        {**uris, "executor-logs": "minio://mlpipeline/logs/prep-text"},
+        {"train_data": {"rows": 300}}))])
     rep = run_report.outputs_report(body, _docs(), _reader(logs), "U")
     assert rep.code == 0
     assert rep.lines == [
+        "task prep-text outputs:", *(f"  {name}: {uri}" for name, uri in uris.items()),
         "task train-text-classifier (train-lstm) outputs:",
         f"  model: {model.uri}", f"  metrics: {metrics.uri}",
         "  metrics: accuracy=0.875, seconds_per_epoch=12.5",
         "task evaluate-classifier (evaluate) outputs:",
         f"  metrics: {ev.uri}", "  metrics: auc=0.93", "  passed: True"]
+
+
+def test_the_launchers_executor_output_of_a_kfp_local_task_reads_back(tmp_path):
+    """The executor output file kfp's own executor writes (kfp.local runs it as the
+    launcher does in a pod), logged the way KFP's launcher logs it, reads back as the
+    task's URIs, its Metrics output's metrics and its returned value."""
+    local.init(runner=local.SubprocessRunner(use_venv=False),
+               pipeline_root=str(tmp_path / "root"), raise_on_error=True)
+    task = _split()
+    (written,) = (tmp_path / "root").rglob("executor_output.json")
+    log = "\n".join(["rows: 3", *_launcher_logged(json.loads(written.read_text()))])
+    declared = {"data": "system.Dataset", "metrics": "system.Metrics"}
+    rec = run_report.outputs_of(log, declared)
+    assert rec["artifacts"] == {"data": task.outputs["data"].uri,
+                                "metrics": task.outputs["metrics"].uri}
+    assert rec["metrics"] == dict(task.outputs["metrics"].metadata) == {"accuracy": 0.75}
+    assert rec["values"] == {"Output": task.outputs["Output"]} == {"Output": 3}
+    # the Dataset's metadata is no metric; without the spec nothing is called one
+    assert run_report.outputs_of(log)["metrics"] == {}
+    assert run_report.outputs_of(log[:log.rfind("}")]) is None  # cut: nothing read
+
+
+@dsl.component(base_image="python:3.11")  # the image is unused by the SubprocessRunner
+def _split(data: Output[Dataset], metrics: Output[Metrics]) -> int:
+    with open(data.path, "w") as f:
+        f.write("a\nb\nc\n")
+    data.metadata["rows"] = 3
+    metrics.log_metric("accuracy", 0.75)
+    return 3
+
+
+def test_a_cached_task_of_the_recorded_run_is_told_by_its_skipped_step():
+    """api/27: prep-images was served from the cache: SUCCEEDED, its ``executor`` SKIPPED,
+    both at the same second. No pod ran, so no log is read for it."""
+    body = _recorded(RECORDED_CACHED_RUN)
+    docs = _docs("resnet-horovod")
+    (task,) = run_report.succeeded_tasks(body, docs)
+    assert (task.name, task.cached) == ("prep-images", True)
+    (skipped,) = [t for t in body["run_details"]["task_details"]
+                  if t.get("state") == "SKIPPED"]
+    assert skipped["display_name"] == "executor"
+    assert [c["pod_name"] for c in _row(body, "prep-images")["child_tasks"]] == [
+        run_report.argo_node_id(_workflow_of(body), f"{_workflow_of(body)}.root.prep-images"
+                                ".executor")]  # the skipped step is prep-images' own
+    read = _reader({})
+    rep = run_report.outputs_report(body, docs, read, "U")
+    assert rep.lines == [run_report.cached_line(task, "U")]
+    assert "served from KFP's cache" in rep.lines[0] and "U" in rep.lines[0]
+    assert read.calls == []
+    # A task that took seconds is no cached one, nor one without a skipped step.
+    slow = copy.deepcopy(body)
+    _row(slow, "prep-images")["end_time"] = _row(slow, "train-resnet-horovod")["end_time"]
+    assert [t.cached for t in run_report.succeeded_tasks(slow, docs)] == [False]
+    ran = copy.deepcopy(body)
+    for t in ran["run_details"]["task_details"]:
+        if t.get("state") == "SKIPPED":
+            t["state"] = "SUCCEEDED"
+    assert [t.cached for t in run_report.succeeded_tasks(ran, docs)] == [False]
 
 
 def test_success_without_a_kubeconfig_points_at_the_ui():
@@ -509,3 +707,73 @@ def test_submit_wait_succeeded_prints_outputs_from_the_pod_logs(tmp_path):
                                   "  passed: False"]
     # prep-text's pod was never made: named with the reason, after the outputs shown
     assert any(ln.startswith("outputs of prep-text: see ") and "not found" in ln for ln in out)
+
+
+def test_submit_wait_all_cached_says_so_and_reads_no_pod(tmp_path):
+    """Every task served from KFP's cache: one line per task saying so, nothing about
+    pods not found (no executor pod ran; their drivers' pods say nothing of outputs)."""
+    docs = _docs()
+    tasks = set(run_report.component_tasks(docs))
+    with FakeKfp(script=[("PENDING", 0.2), ("RUNNING", 0.2), ("SUCCEEDED", 0)],
+                 cached_tasks=tasks) as kfp, FakeKube() as kube:
+        res = cli(PIPELINE, "--host", kfp.url, "--version", "v1", "--wait", "--poll", "0.05",
+                  "--kubeconfig", _kubeconfig(tmp_path, kube))
+        (run_id,) = kfp.runs
+        logs = [r for r in kube.requests if r.path.endswith("/log")]
+    assert res.exit_code == 0, res.output
+    url = f"{kfp.url}/#/runs/details/{run_id}"
+    said = [ln for ln in res.output.splitlines() if ln.startswith("task ")]
+    labels = run_report.component_tasks(docs)
+    assert sorted(said) == sorted(
+        run_report.cached_line(run_report.Task(t, "" if labels[t] == t else labels[t]), url)
+        for t in tasks)
+    assert "not found" not in res.output and "garbage-collected" not in res.output
+    assert logs == []
+
+
+def test_submit_wait_fractional_eval_prints_outputs_and_nothing_for_its_importers(tmp_path):
+    """fractional-eval's importers have no outputs to tell (their artifact is the URI given)
+    and their ``child_tasks`` are the tasks after them: no line names them or a missing
+    pod. plan-shards writes no record: its returned shards come from the launcher's log."""
+    docs = _docs("fractional-eval")
+    kinds = {t: v["kind"] for t, v in run_report.spec_tasks(docs).items()}
+    importers = sorted(t for t, k in kinds.items() if k == "importer")
+    assert importers == ["importer", "importer-2"]
+    root = "minio://mlpipeline/v2/artifacts/fractional-eval/x"
+    metrics = Metrics(name="metrics", uri=f"{root}/combine-shards/metrics")
+    metrics.log_metric("accuracy", 0.8125)
+    with FakeKfp(script=[("PENDING", 0.3), ("RUNNING", 0.3), ("SUCCEEDED", 0)]) as kfp, \
+            FakeKube() as kube:
+        maker = _pods_when_the_run_starts(kfp, kube, {
+            **{t: [_glog("I", "importer_launcher.go:120", "Artifact imported")]
+               for t in importers},
+            "plan-shards": _launcher_logged(_sdk_output({}, values={"Output": [0, 1, 2, 3]})),
+            "combine-shards": [task_outputs.record({"metrics": metrics}, {"passed": True})]})
+        res = cli("fractional-eval", "--host", kfp.url, "--version", "v1", "--wait",
+                  "--poll", "0.05", "-p", f"model_uri={root}/model",
+                  "-p", f"test_data_uri={root}/test", "--kubeconfig",
+                  _kubeconfig(tmp_path, kube))
+        maker.join(5)
+    assert res.exit_code == 0, res.output
+    out = res.output.splitlines()
+    at = out.index("task plan-shards outputs:")
+    assert out[at + 1] == "  Output: [0, 1, 2, 3]"
+    at = out.index("task combine-shards outputs:")
+    assert out[at + 1:at + 4] == [f"  metrics: {metrics.uri}", "  metrics: accuracy=0.8125",
+                                  "  passed: True"]
+    assert not [ln for ln in out if "importer" in ln or "not found" in ln
+                or ln.startswith("outputs of")]
+
+
+def test_submit_wait_failed_before_its_record_prints_the_components_line(tmp_path):
+    line, log = _refusal_log()
+    with FakeKfp(script=[("PENDING", 0.3), ("RUNNING", 0.3), ("FAILED", 0)],
+                 failed_task="train-resnet-horovod") as kfp, FakeKube() as kube:
+        maker = _pods_when_the_run_starts(kfp, kube, {"train-resnet-horovod": log})
+        res = cli("resnet-horovod", "--host", kfp.url, "--version", "v1", "--wait",
+                  "--poll", "0.05", "--kubeconfig", _kubeconfig(tmp_path, kube))
+        maker.join(5)
+    assert res.exit_code == 1, res.output
+    tasks = [ln for ln in res.output.splitlines() if ln.startswith("task ")]
+    assert tasks == [f"task train-resnet-horovod failed: {line}"]
+    assert "Error: exit status 1" not in res.output

@@ -57,8 +57,9 @@ def submit_command(
     optionally wait and tell what it did.
 
     With --wait: a FAILED run prints one line per failed component task with the error
-    its component recorded in the pod's log; a SUCCEEDED one each task's output URIs and
-    metrics (logs read through the Kubernetes API; without a kubeconfig, the UI link).
+    its component recorded in the pod's log (else the log's last error line); a SUCCEEDED
+    one each task's output URIs and metrics, or that KFP served it from its cache (logs
+    read through the Kubernetes API; without a kubeconfig, the UI link).
 
     Exit status: 0 when the run was started (or, with --wait, SUCCEEDED); 1 on FAILED,
     CANCELED, timeout or an API refusal, with the reason; 2 for bad input (a malformed

@@ -17,7 +17,8 @@ Talks to the KFP v2beta1 REST API through the kfp client (``kfp.Client``):
    but in every DAG and in the version itself: kfp 2.17's ``run_pipeline`` drops
    ``enable_caching`` for a run of a pipeline version);
 4. with ``--wait``: polls the run, prints each state change, and exits 0 on
-   ``SUCCEEDED`` (printing each component task's output URIs and metrics), 1 on ``FAILED``
+   ``SUCCEEDED`` (printing each component task's output URIs and metrics, or that it was
+   served from KFP's cache), 1 on ``FAILED``
    / ``CANCELED`` / ``SKIPPED`` / timeout, with one line per failed component task and its
    error, read from the task pod's log (:mod:`kfp_gpu.cluster.run_report`); 2 when every
    failed task refused its input.

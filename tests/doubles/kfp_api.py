@@ -43,8 +43,10 @@ texts, ids and names filled in.
   persistence agent reports them: the workflow ``<pipeline>-<5 chars>``, ``root-driver``,
   ``root``, per container task ``<task>-driver``, ``<task>`` and ``executor``, one node
   per importer / loop task; ``child_tasks[].pod_name`` holds the Argo node IDs of the
-  node's children (``<workflow>-<fnv32a of the node name>``), not pod names. A FAILED run
-  has no ``error`` and no task has one: :attr:`FakeKfp.failed_task` (a component task, or
+  node's children (``<workflow>-<fnv32a of the node name>``), not pod names; a task served
+  from the cache is SUCCEEDED with its ``executor`` SKIPPED, both starting and ending at
+  the same second (``start_time``/``end_time`` on a clock of whole seconds per pod, see
+  :meth:`FakeKfp._argo_nodes`). A FAILED run has no ``error`` and no task has one: :attr:`FakeKfp.failed_task` (a component task, or
   ``<task>-driver`` for a failed driver) is FAILED, the tasks depending on it are left
   without a ``state``; :meth:`FakeKfp.pod_of` names the pod that ran a task's code and
   :meth:`FakeKfp.node_of` the node ID its ``child_tasks`` list.
@@ -212,9 +214,9 @@ class FakeKfp:
     ``script``: run states over time, e.g. ``[("PENDING", .1), ("RUNNING", .2),
     ("SUCCEEDED", 0)]``. ``failed_task``: the component task that fails when a run ends
     FAILED (or is terminated), or ``<task>-driver`` for a failed driver; a name the
-    pipeline lacks means its first container task. ``cached_tasks``: tasks served from
-    KFP's cache (SUCCEEDED at once, their ``executor`` SKIPPED) when their
-    ``cachingOptions.enableCache`` is on. ``terminate_seconds``: how long a terminated
+    pipeline lacks means its first container task. ``cached_tasks``: container tasks served
+    from KFP's cache (SUCCEEDED at once, their ``executor`` SKIPPED) when their
+    ``cachingOptions.enableCache`` is on (an importer always runs its pod). ``terminate_seconds``: how long a terminated
     run stays CANCELING.
     """
 
@@ -503,14 +505,31 @@ class FakeKfp:
                               else "omitted" if t in below else "ok")
         tasks = ir["root"].get("dag", {}).get("tasks", {})
         for t, o in outcome.items():
-            if o == "ok" and t in self.cached_tasks and kinds[t] != "dag" and (
+            if o == "ok" and t in self.cached_tasks and kinds[t] == "container" and (
                     tasks[t].get("cachingOptions") or {}).get("enableCache"):
                 outcome[t] = "cached"
         return outcome
 
+    #: Seconds on the nodes' clock (:meth:`_argo_nodes`): a driver pod, a task's executor
+    #: pod, an importer pod, a loop or group node, the root driver.
+    DRIVER_S, EXECUTOR_S, IMPORTER_S, LOOP_S, ROOT_DRIVER_S = 3, 5, 4, 9, 3
+
     def _argo_nodes(self, ir: dict, wf: str, state: str) -> list[tuple]:
         """The workflow's nodes: ``(display name, node name, state or None, states of its
-        history (None: an entry without one), names of its child nodes)``."""
+        history (None: an entry without one), names of its child nodes, start, end)``.
+
+        ``start``/``end``: seconds after the run's creation on the nodes' own clock (None:
+        not finished), one task after the other in dependency order, so that a pod takes
+        whole seconds as on a real backend while the double's run ends in a fraction of
+        one. A task served from the cache and its skipped ``executor`` start and end at
+        the same second: Argo makes both nodes and finishes them in one pass of its
+        controller (argo-workflows ``workflow/controller/dag.go`` ``executeDAGTask``, a
+        skipped node's ``FinishedAt`` = its ``StartedAt`` in ``operator.go``
+        ``initializeNode``; recorded api/27: ``prep-images``). Omitted nodes too (recorded
+        api/24, 26, 27), at the time the failure ended the run. An importer is a pod that
+        runs whether or not caching is on (kubeflow/pipelines
+        ``backend/src/v2/compiler/argocompiler/importer.go``: no ``when`` on it).
+        """
         order, deps, kinds = self._tasks(ir)
         dependents = {t: [u for u in order if t in deps[u]] for t in order}
         live = state not in TERMINAL
@@ -522,31 +541,45 @@ class FakeKfp:
         def entry(t: str) -> str:
             return node(t, "-driver") if kinds[t] == "container" else node(t)
 
-        nodes: list[tuple[str, str, str | None, list, list]] = []  # display, node, ...
+        # When each task's work is done (its executor, importer or loop node; its driver
+        # when that failed), on the nodes' clock; omitted nodes end when the failure did.
+        done: dict[str, float] = {}
+        root_start = float(self.ROOT_DRIVER_S)
+        for t in order:
+            o = outcome.get(t)
+            begin = max([done.get(d, root_start) for d in deps[t]] or [root_start])
+            if o in ("ok", "failed"):
+                done[t] = begin + {"container": self.DRIVER_S + self.EXECUTOR_S,
+                                   "importer": self.IMPORTER_S, "dag": self.LOOP_S}[kinds[t]]
+            elif o in ("cached", "driver-failed"):
+                done[t] = begin + self.DRIVER_S
+        failed_at = max(done.values(), default=root_start)
+        end_all = None if live else failed_at
+
+        nodes: list[tuple] = []
         top = "RUNNING" if live else state
         top_hist = ["RUNNING"] + ([] if live else [state])
-        nodes.append((wf, wf, top, top_hist, [f"{wf}.root-driver"]))
+        nodes.append((wf, wf, top, top_hist, [f"{wf}.root-driver"], 0.0, end_all))
         nodes.append(("root-driver", f"{wf}.root-driver", "SUCCEEDED", ["PENDING", "SUCCEEDED"],
-                      [f"{wf}.root"]))
+                      [f"{wf}.root"], 0.0, root_start))
         nodes.append(("root", f"{wf}.root", top, top_hist,
-                      [entry(t) for t in order if not deps[t]]))
+                      [entry(t) for t in order if not deps[t]], root_start, end_all))
         ok3, fail3 = ["PENDING", "RUNNING", "SUCCEEDED"], ["PENDING", "RUNNING", "FAILED"]
         for t in order:
             o = outcome.get(t)
             if o is None:
                 continue
             after = [entry(u) for u in dependents[t]]
+            begin = max([done.get(d, root_start) for d in deps[t]] or [root_start])
+            if o == "omitted":
+                begin = failed_at
             if kinds[t] != "container":  # one node (api/24: importers PENDING, SUCCEEDED)
                 first = "PENDING" if kinds[t] == "importer" else "RUNNING"
-                st = {"ok": "SUCCEEDED", "cached": "SUCCEEDED", "failed": "FAILED",
-                      "driver-failed": "FAILED", "running": "RUNNING"}.get(o)
-                if st is None:
-                    hist = [None]
-                elif o == "cached":
-                    hist = [st]
-                else:
-                    hist = [first] if st == first else [first, st]
-                nodes.append((t, node(t), st, hist, after))
+                st = {"ok": "SUCCEEDED", "failed": "FAILED", "driver-failed": "FAILED",
+                      "running": "RUNNING"}.get(o)
+                hist = [None] if st is None else [first] if st == first else [first, st]
+                stop = None if o == "running" else done.get(t, begin)
+                nodes.append((t, node(t), st, hist, after, begin, stop))
                 continue
             executor = node(t, ".executor")
             driver = {"ok": ("SUCCEEDED", ok3), "failed": ("SUCCEEDED", ok3),
@@ -554,32 +587,38 @@ class FakeKfp:
                       "cached": ("SUCCEEDED", ["PENDING", "SUCCEEDED"]),
                       "driver-failed": ("FAILED", ["PENDING", "FAILED"]),
                       "omitted": (None, [None])}[o]
-            nodes.append((f"{t}-driver", node(t, "-driver"), *driver, [node(t)]))
+            ran = begin + (0 if o == "omitted" else self.DRIVER_S)
+            nodes.append((f"{t}-driver", node(t, "-driver"), *driver, [node(t)], begin, ran))
             if o in ("driver-failed", "omitted"):
-                nodes.append((t, node(t), None, [None], after))
+                nodes.append((t, node(t), None, [None], after, ran, ran))
                 continue
             task = {"ok": ("SUCCEEDED", ["RUNNING", "SUCCEEDED"]),
                     "cached": ("SUCCEEDED", ["SUCCEEDED"]),
                     "failed": ("FAILED", ["RUNNING", "FAILED"]),
                     "running": ("RUNNING", ["RUNNING"])}[o]
-            nodes.append((t, node(t), *task, [executor]))
+            stop = None if o == "running" else done[t]
+            nodes.append((t, node(t), *task, [executor], ran, stop))
             ex = {"ok": ("SUCCEEDED", ok3), "cached": ("SKIPPED", ["SKIPPED"]),
                   "failed": ("FAILED", fail3), "running": ("RUNNING", ["PENDING", "RUNNING"])}[o]
-            nodes.append(("executor", executor, *ex, after))
+            ex_stop = None if stop is None else stop if o == "cached" else stop - 1
+            nodes.append(("executor", executor, *ex, after, ran, ex_stop))
         return nodes
 
     def _task_details(self, run: dict, state: str, finished: str) -> list[dict]:
         """``run_details.task_details``: one entry per Argo node, sorted by ``task_id`` as
-        the server lists them; ``child_tasks`` name the child nodes by node ID."""
+        the server lists them; ``child_tasks`` name the child nodes by node ID;
+        ``start_time``/``end_time`` the node's (:meth:`_argo_nodes`; a node still running
+        ends ``finished``, as the run)."""
         wf, created, live = run["_workflow"], run["created_at"], state not in TERMINAL
         nodes = self._argo_nodes(run["_ir"], wf, state)
         present = {n[1] for n in nodes}
         out = []
-        for display, name, st, hist, children in nodes:
+        for display, name, st, hist, children, begin, stop in nodes:
             d = {"run_id": run["run_id"],
                  "task_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{run['run_id']}/{name}")),
-                 "display_name": display, "create_time": created, "start_time": created,
-                 "end_time": finished}
+                 "display_name": display, "create_time": created,
+                 "start_time": _ts(run["_wall0"] + begin),
+                 "end_time": finished if stop is None else _ts(run["_wall0"] + stop)}
             if st is not None:
                 d["state"] = st
             d["state_history"] = [{"update_time": created if i + 1 < len(hist) or live
