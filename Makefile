@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 PYTEST_XDIST ?= -n 2 --dist loadgroup
 
 .PHONY: setup run test compile check lint images images-local test-containers \
-	control-plane cluster-up cluster-down
+	control-plane cluster-up cluster-down chaos
 
 .venv/.installed: pyproject.toml requirements/tensorflow.txt scripts/setup.sh
 	bash scripts/setup.sh
@@ -63,3 +63,10 @@ cluster-up: setup control-plane
 
 cluster-down: setup
 	.venv/bin/python -m testcluster.controlplane down
+
+# The chaos scenarios (tests/cluster/test_chaos.py, docs/reliability.md): the API server,
+# mpi-operator, Trainer and JobSet stopped or killed mid-run on the plane of
+# `make cluster-up NODE=1` (or a plane of their own when none answers); they need the
+# horovod image (make images-local). Not part of `make test`.
+chaos: setup
+	.venv/bin/pytest -p no:cacheprovider -m chaos tests/cluster/test_chaos.py $(PYTEST_ARGS)

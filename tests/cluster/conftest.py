@@ -28,8 +28,15 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test under tests/cluster carries the ``cluster`` marker."""
+    """Every test under tests/cluster carries the ``cluster`` marker; a ``chaos`` one (it
+    stops the plane's own processes: test_chaos.py) runs only when ``-m`` names
+    ``chaos`` (``make chaos``)."""
     mark_under(HERE, pytest.mark.cluster, items)
+    if "chaos" not in (config.getoption("markexpr", "") or ""):
+        skip = pytest.mark.skip(reason="a chaos scenario: make chaos (pytest -m chaos)")
+        for item in items:
+            if item.get_closest_marker("chaos"):
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
