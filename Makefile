@@ -67,6 +67,8 @@ cluster-down: setup
 # The chaos scenarios (tests/cluster/test_chaos.py, docs/reliability.md): the API server,
 # mpi-operator, Trainer and JobSet stopped or killed mid-run on the plane of
 # `make cluster-up NODE=1` (or a plane of their own when none answers); they need the
-# horovod image (make images-local). Not part of `make test`.
+# horovod image (make images-local); Kueue preemption of a running job and 20 jobs on GPU
+# quota for 4 (test_preemption.py, test_load.py: tier 3, kwok nodes). Not part of `make test`.
 chaos: setup
-	.venv/bin/pytest -p no:cacheprovider -m chaos tests/cluster/test_chaos.py $(PYTEST_ARGS)
+	.venv/bin/pytest -p no:cacheprovider -m chaos tests/cluster/test_chaos.py \
+	  tests/cluster/test_preemption.py tests/cluster/test_load.py $(PYTEST_ARGS)
