@@ -276,3 +276,139 @@ def test_every_table_doctor_prints_is_described_in_cluster_md():
     listed = set(re.findall(r"^- \*\*([^*]+)\*\*", text[text.index("It prints one table per "
                                                                   "area"):], re.MULTILINE))
     assert len(titles) >= 10 and titles <= listed, sorted(titles - listed)
+
+
+# ------------------------------------------------------------------ docs/install.md
+def test_the_release_files_install_md_names_are_the_ones_the_workflow_attaches():
+    """docs/install.md's release commands fetch ``$REL/<file>``; each is written to
+    ``release/`` by .github/workflows/release.yml (a renamed asset would 404), and the base
+    images its platform table names are the Dockerfiles' ``BASE_IMAGE``."""
+    workflow = (REPO / ".github/workflows/release.yml").read_text(encoding="utf-8")
+    made = set(re.findall(r"release/([\w.-]+\.(?:yaml|txt))\b", workflow))
+    made |= {f"pipeline-{p.name}" for p in (REPO / "pipelines").glob("*.yaml")
+             if "release/pipeline-$(basename" in workflow}
+    install = _text("docs/install.md")
+    named = set(re.findall(r"\$REL/([\w.-]+)", install))
+    named |= set(re.findall(r"`((?:kfp-gpu|pipeline)-[\w.-]+\.yaml|images\.txt)`", install))
+    assert named and not named - made, sorted(named - made)
+    for folder in ("trainer", "horovod", "launcher"):
+        base = re.search(r"^ARG BASE_IMAGE=(\S+)", (REPO / "images" / folder / "Dockerfile")
+                         .read_text(), re.MULTILINE).group(1)
+        shown = re.search(rf"^\| `{folder}` \| [^|]+\| ([^\n]+)", install, re.MULTILINE).group(1)
+        bases = re.findall(r"`([\w./-]+:[\w.*-]+)`", shown)
+        assert any(re.fullmatch(b.replace(".", r"\.").replace("*", r"[\w.-]+"), base)
+                   for b in bases), (folder, base, bases)
+
+
+# ------------------------------------------------------------------ docs/local-mpijob.md
+def test_the_local_volume_table_names_the_kinds_the_runner_maps():
+    """docs/local-mpijob.md "Volumes": the kinds with a local mapping are
+    kfp_gpu.mpi.local.plan.VOLUME_KINDS; everything else is refused."""
+    from kfp_gpu.mpi.local import plan
+
+    text = _text("docs/local-mpijob.md")
+    table = text[text.index("### Volumes"):].split("\n\n")[1]
+    mapped = {m.group(1) for m in re.finditer(r"^\| `(\w+)`", table, re.MULTILINE)}
+    assert mapped == set(plan.VOLUME_KINDS)
+    assert "| anything else" in table and "refused" in table.rsplit("| anything else", 1)[1]
+
+
+# ------------------------------------------------------------------ docs/gpu-sharing.md
+def test_the_mig_models_gpu_sharing_md_lists_are_the_tables():
+    """docs/gpu-sharing.md "MIG profiles" lists the GPU models of
+    kfp_gpu/gpu/mig_profiles.json (``A100-40GB/80GB`` = both)."""
+    import json
+
+    text = " ".join(_text("docs/gpu-sharing.md").split())
+    listed = text.split("checked against the MIG user guide: ", 1)[1].split(" (`model=`", 1)[0]
+    names = set()
+    for item in re.split(r",\s*(?:and\s+)?|\s+and\s+", listed):
+        item = re.sub(r"\s*\(.*?\)", "", item).strip()
+        base, _, alt = item.partition("/")
+        names.add(base)
+        if alt:
+            names.add(base.rsplit("-", 1)[0] + "-" + alt)
+    table = json.loads((REPO / "kfp_gpu/gpu/mig_profiles.json").read_text())["models"]
+    assert names == set(table)
+
+
+#: One request of each form (inputs; the values the test checks come from pod_fragment).
+REQUESTS = ("none", "gpu:2", "mig:1g.10gb", "shared:1", "fraction:0.5", "gpu-memory:8192",
+            "metagpu:25", "hami:1,mem=8000", "dra:gpu=1", "dra:mig=1g.10gb",
+            "dra:gpu=1,sharing=time-slicing", "dra:gpu=1,sharing=mps,pinned=10Gi")
+
+
+def test_the_share_variables_gpu_sharing_md_lists_are_what_the_requests_set():
+    """docs/gpu-sharing.md "The share holds at run time": the ``KFP_GPU_KIND`` values are
+    those the request kinds set (``dra`` / ``dra-shared`` were missing)."""
+    kinds = {e["value"] for text in REQUESTS for e in gpu.parse(text).pod_fragment()["env"]
+             if e["name"] == "KFP_GPU_KIND"}
+    row = re.search(r"^\| `KFP_GPU_KIND` \| ([^\n]+) \|$", _text("docs/gpu-sharing.md"),
+                    re.MULTILINE).group(1)
+    assert set(re.findall(r"`([\w-]+)`", row)) == kinds
+
+
+# ------------------------------------------------------------------ components/*/README.md
+def readme_defaults(text: str) -> list[tuple[str, str]]:
+    """``(input name, default as shown)`` of a component README's input tables: a
+    ``default`` column, or ``type (X)`` / ``type (default X)`` in a ``| in | name | type |``
+    row; ``a / b`` or ``a, b`` names pair with as many values."""
+    out = []
+    for table in re.findall(r"((?:^\|.*\|\n)+)", text, re.MULTILINE):
+        rows = [[c.strip() for c in r.strip().strip("|").split("|")] for r in table.splitlines()]
+        header = [h.lower() for h in rows[0]]
+        off = 1 if header[0] == "" else 0  # | in/out | name | type | meaning |
+        for cells in rows[2:]:
+            if off and cells[0] != "in":
+                continue
+            if "default" in header:
+                shown = cells[header.index("default")]
+            else:
+                m = re.search(r"\((?:default )?([^)]*)\)", cells[off + 1])
+                if not m:
+                    continue
+                shown = m.group(1)
+            names = [n.strip(" `") for n in re.split(r"\s*[/,]\s*",
+                                                     re.sub(r"\(.*?\)", "", cells[off]))]
+            values = [v.strip() for v in re.split(r"\s+/\s+|,\s+", shown)]
+            if len(values) == len(names):
+                out += zip(names, values)
+    return out
+
+
+def _literal(shown: str):
+    """The value a README cell states, or None when it describes one ("the Horovod image
+    of the compile", "<model URI>-work ..."): a number, True/False, "", or one word."""
+    head = shown.split(" (")[0].split(";")[0].strip().strip("`")
+    if head in ('""', "''"):
+        return ""
+    if head in ("True", "False"):
+        return head == "True"
+    try:
+        return float(head)
+    except ValueError:
+        return head if re.fullmatch(r"[\w:.+-]+", head) else None
+
+
+@pytest.mark.parametrize("readme", sorted(str(p.relative_to(REPO)) for p in
+                                          REPO.glob("components/*/README.md")))
+def test_the_defaults_a_component_readme_shows_are_its_spec_s(readme):
+    """A component README's input defaults (``batch_size | int | 256``) are the compiled
+    component.yaml's ``defaultValue``: the input names were checked, their defaults not."""
+    import yaml
+
+    spec = REPO / Path(readme).parent / "component.yaml"
+    params = (yaml.safe_load(spec.read_text())["root"].get("inputDefinitions") or {}).get(
+        "parameters") or {}
+    wrong, compared = [], 0
+    for name, shown in readme_defaults(_text(readme)):
+        value, default = _literal(shown), params.get(name, {}).get("defaultValue")
+        if name not in params or value is None or default in ("", None):
+            continue  # not an input here, a description, or "" meaning "computed"
+        compared += 1
+        if value != default:
+            wrong.append(f"{name}: README {shown!r}, component.yaml {default!r}")
+    assert not wrong, f"{readme}: {wrong}"
+    if (Path(readme).parent.name not in ("train_resnet_mpijob",)
+            and any("defaultValue" in p for p in params.values())):
+        assert compared, f"{readme}: no default read from its tables"
