@@ -412,3 +412,11 @@ def test_the_defaults_a_component_readme_shows_are_its_spec_s(readme):
     if (Path(readme).parent.name not in ("train_resnet_mpijob",)
             and any("defaultValue" in p for p in params.values())):
         assert compared, f"{readme}: no default read from its tables"
+
+
+# ------------------------------------------------------------------ tests/containers/README.md
+def test_the_container_tests_table_names_every_container_test_module():
+    """tests/containers/README.md "What runs where" named 7 of the 11 modules."""
+    text = _text("tests/containers/README.md")
+    listed = set(re.findall(r"^\| `(test_\w+\.py)` \|", text, re.MULTILINE))
+    assert listed == {p.name for p in (REPO / "tests/containers").glob("test_*.py")}
