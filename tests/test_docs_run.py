@@ -328,12 +328,16 @@ def test_output_placeholders_are_only_the_marked_ones():
     assert doc_output.matches(["x", "...", "y"], "x\ny")
 
 
-INLINE = re.compile(r"`((?:\.venv/bin/)?kfp-gpu [^`]+|python -m kfp_gpu[^`]*)`")
+#: Inline commands of ours: kfp-gpu, python -m kfp_gpu, the benchmarks and scripts.
+INLINE = re.compile(r"`((?:\.venv/bin/)?kfp-gpu [^`]+|python -m kfp_gpu[^`]*|"
+                    r"(?:\.venv/bin/)?python3? benchmarks/[^`]+|(?:bash )?scripts/[\w-]+\.sh[^`]*|"
+                    r"(?:bash )?testcluster/build\.sh[^`]*)`")
 
 
 @pytest.mark.parametrize("doc", documents())
 def test_inline_commands_name_real_options(doc):
-    """`kfp-gpu ...` and `python -m kfp_gpu...` in the prose: commands and options exist."""
+    """`kfp-gpu ...`, `python -m kfp_gpu...`, `python benchmarks/X.py ...` and
+    `scripts/X.sh ...` in the prose: commands, scripts and options exist."""
     text = (REPO / doc).read_text(encoding="utf-8")
     problems = []
     for m in INLINE.finditer(text):
