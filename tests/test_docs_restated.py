@@ -10,8 +10,13 @@ compares them) or read out of the prose and checked against the code:
 - the launcher Role's summary in manifests/README.md: generated from manifests/rbac/role.yaml
   (:func:`kfp_gpu.cluster.doctor.rbac.permissions_summary`);
 - the exit-code table (README "Exit codes", ``kfp-gpu --help``): :data:`kfp_gpu.cli.errors.STATUSES`;
-- docs/architecture.md's fraction bound and component rooms, docs/distributed.md's Launcher
-  command, tests/cluster/README.md's fake nodes.
+- docs/architecture.md's fraction bound, docs/distributed.md's Launcher command (a YAML
+  block compared with the builder), tests/cluster/README.md's fake nodes
+  (:func:`testcluster.nodes.nodes_table`);
+- lists that restate a folder or a table: the e2e tests and their variables, the tables
+  ``kfp-gpu doctor`` prints, docs/install.md's release files and base images, the local
+  runner's volume kinds, the MIG models, the ``KFP_GPU_KIND`` values, each component
+  README's input defaults, the container test modules.
 """
 
 from __future__ import annotations
