@@ -79,7 +79,7 @@ EVAL_BATCH_SIZE = 1024
 PARAMETERS = declare(
     text("source", "reviews: keras:imdb (needs the internet), or a CSV/CSV.gz/Parquet file "
          "(a PVC path) or gs:// / s3:// URI",
-         required=True, path_keywords=("keras:imdb",)),
+         required=True, path_keywords=("keras:imdb",), schemes=("gs", "s3")),
     integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
     integer("num_words", "vocabulary size incl. padding and out-of-vocabulary tokens", 3),
     integer("maxlen", "tokens per review (the last ones kept)", 1),
@@ -94,7 +94,8 @@ PARAMETERS = declare(
     integer("seed", "shuffle/initialisation seed", 0, 2**32 - 1),
     text("checkpoint_dir", "folder (a PVC path) or gs:// URI for resumable checkpoints "
          "('' = none)", rule=_checkpoint_dir, rule_words="a folder (a PVC path), a gs:// URI "
-         "or '' (TensorFlow writes the checkpoints and reads no s3://)"),
+         "or '' (TensorFlow writes the checkpoints and reads no s3://)", schemes=("gs",),
+         bucket_root=True),
     number("accuracy_threshold", "test accuracy the run must reach to pass", 0, 1),
 )
 

@@ -53,7 +53,7 @@ TASK_RESOURCES = {
 PARAMETERS = declare(
     text("source", "images: fashion-mnist, synthetic, an IDX folder or .npz file (a PVC "
          "path), or a gs:// / s3:// .npz URI",
-         required=True, path_keywords=("fashion-mnist", "synthetic")),
+         required=True, path_keywords=("fashion-mnist", "synthetic"), schemes=("gs", "s3")),
     integer("max_rows_per_split", "rows kept per split (0 = all)", 0),
     text("execution", "where the trainer runs (auto: cluster inside a KFP pod, else local)",
          ("auto", "local", "cluster")),
@@ -74,7 +74,8 @@ PARAMETERS = declare(
     flag("mixed_precision", "mixed_float16 compute with loss scaling (GPU)"),
     flag("xla", "XLA-compile the training step"),
     text("work_dir", "shared folder (PVC path) or gs:// / s3:// URI the Workers read and "
-         "write ('' = derived from the model artifact)"),
+         "write ('' = derived from the model artifact)", schemes=("gs", "s3"),
+         bucket_root=True),
     flag("rdma", "NCCL over RDMA: each Worker requests rdma_resource and checks at start that "
          "its memlock limit (RLIMIT_MEMLOCK, set by the node's container runtime) is unlimited "
          "or >= 1 GiB; the Workers run as uid 1000, where IPC_LOCK lifts no limit, so none "

@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused at once
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 #: Environment every case starts from: nothing of the user's leaks in.
-CLEAN_ENV = ("KUBECONFIG", "KFP_HOST", "KFP_GPU_REGISTRY", "KFP_GPU_DATA_DIR", "KFP_TOKEN")
+CLEAN_ENV = ("KUBECONFIG", "KFP_HOST", "KFP_GPU_REGISTRY", "KFP_GPU_DATA_DIR", "KFP_TOKEN",
+             "AWS_ENDPOINT_URL_S3", "AWS_PROFILE")
 
 
 def _files(tmp: Path) -> None:
@@ -239,13 +240,46 @@ UNUSABLE = [
       RANGE.format("model_uri", "non-empty text")),
     C(IMDB + "source=/nonexistent/reviews.csv.gz", 2, r"parameter source='/nonexistent/"
       r"reviews.csv.gz': no such file or folder on this machine \(reviews: .*\); accepted: "
-      r"keras:imdb, a gs:// URI, an existing path"),
+      r"keras:imdb, a gs:// / s3:// URI, an existing path"),
     C(RESNET + "source=fashion_mnist", 2, r"parameter source='fashion_mnist': no such file or "
-      r"folder .*accepted: fashion-mnist, synthetic, a gs:// URI"),
+      r"folder .*accepted: fashion-mnist, synthetic, a gs:// / s3:// URI"),
     C("run fractional-eval --local -p model_uri=/nonexistent/model -p test_data_uri=/", 2,
       r"parameter model_uri='/nonexistent/model': no such file or folder on this machine"),
     C("run fractional-eval --local -p model_uri=/ -p test_data_uri=nowhere", 2,
       r"parameter test_data_uri='nowhere': no such file or folder"),
+    # store URIs: the form before any task starts (run --local and submit), one line naming
+    # the accepted form; an endpoint that does not answer: 3 (tests/test_store_errors.py
+    # has the missing objects, against a real S3 server and the GCS emulator)
+    C(IMDB + "source=s3://", 2,
+      r"^error: parameter source: 's3://' names no bucket: accepted is s3://BUCKET/KEY$"),
+    C(IMDB + "source=gs:///x", 2,
+      r"^error: parameter source: 'gs:///x' names no bucket: accepted is gs://BUCKET/OBJECT$"),
+    C(IMDB + "source=s3://bucket/", 2, r"^error: parameter source: 's3://bucket/' names no "
+      r"object in bucket 'bucket': accepted is s3://BUCKET/KEY$"),
+    C(IMDB + "source=minio://b/k.csv", 2, r"^error: parameter source: 'minio://b/k.csv' is "
+      r"not a URI this reads: accepted is gs://BUCKET/OBJECT or s3://BUCKET/KEY$"),
+    C(RESNET + "work_dir=gs://", 2, r"^error: parameter work_dir: 'gs://' names no bucket"),
+    C(IMDB + "checkpoint_dir=gs:///ckpt", 2, r"^error: parameter checkpoint_dir: 'gs:///ckpt' "
+      r"names no bucket: accepted is gs://BUCKET/OBJECT$"),
+    C("run fractional-eval --local -p model_uri=s3:///m -p test_data_uri=/", 2,
+      r"^error: parameter model_uri: 's3:///m' names no bucket: accepted is s3://BUCKET/KEY$"),
+    C("submit imdb-lstm --host " + DEAD_URL + " -p source=s3://", 2,
+      r"^error: parameter source: 's3://' names no bucket: accepted is s3://BUCKET/KEY$"),
+    C("submit resnet-horovod --host " + DEAD_URL + " -p source=gs:///x.npz", 2,
+      r"^error: parameter source: 'gs:///x.npz' names no bucket"),
+    C(IMDB + "source=s3://b/reviews.csv", 3, r"^error: cannot connect: parameter source: "
+      r"s3://b/reviews.csv: the store at http://127.0.0.1:1 \(AWS_ENDPOINT_URL\) does not "
+      r"answer \(Could not connect to the endpoint URL: \"http://127.0.0.1:1/b/reviews.csv\"\)$",
+      env={"AWS_ENDPOINT_URL": DEAD_URL, "AWS_ACCESS_KEY_ID": "k",
+           "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1"},
+      id="run --local, an S3 endpoint that does not answer"),
+    # fractional-eval: num_shards against the GPU fraction compiled into its shard tasks
+    C(FRAC + "num_shards=8", 2, r"^error: num_shards=8 does not fit the GPU fraction this "
+      r"pipeline was compiled with: 8 shards x gpu-fraction 0.25 = 2 GPUs, .*accepted is "
+      r"num_shards <= 4, or compile for 8 shards \(kfp-gpu compile -o DIR --only "
+      r"fractional-eval --gpu fraction:0.125\)$"),
+    C(FRAC + "num_shards=8 --gpu fraction:0.2", 2, r"num_shards=8 does not fit .* accepted is "
+      r"num_shards <= 5,"),
     C("run fractional-eval --local", 2, r"^error: fractional-eval needs -p model_uri=\.\.\. "
       r"\(the Keras model to evaluate \(folder or gs:// / s3:// / minio:// URI\)\); "
       r"-p test_data_uri=\.\.\."),
@@ -722,6 +756,6 @@ def test_reported_writes_one_record_and_reraises(capsys):
     assert caught.value.input == "/data/x.csv" and isinstance(caught.value, ValueError)
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and ie.record_of(err[0]) == {
-        "type": "EmptyInput", "input_error": True, "message": "the test split is empty",
-        "input": "/data/x.csv"}
+        "type": "EmptyInput", "input_error": True, "environment": False,
+        "message": "the test split is empty", "input": "/data/x.csv"}
     assert ie.record_of("ValueError: kfp-gpu-task-error: {broken") is None

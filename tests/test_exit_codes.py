@@ -154,26 +154,30 @@ def test_the_library_s_own_refusal_stays_2(tmp_path):
 # ---------------------------------------------------------------- task records
 @pytest.mark.parametrize("exc, code", [
     (input_errors.MissingColumn("no column 'review'", input="x.csv"), 2),
+    (FileNotFoundError(errno.ENOENT, "No such file or directory", "/data/x.csv"), 2),
     (ValueError("bug"), 1),
-    (OSError(errno.ENOSPC, "No space left on device"), 1),  # the task (the job) failed
+    (OSError(errno.ENOSPC, "No space left on device"), 3),  # the environment's
+    (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), 3),
 ])
 def test_the_local_run_task_record_keeps_its_codes(tmp_path, monkeypatch, exc, code):
-    """The record a task writes is read back as ``input_error``; the run command exits by
-    :func:`errors.task_status`: 2 for a refused input, 1 for any other task failure."""
+    """The record a task writes is read back as ``input_error`` / ``environment``; the run
+    command exits by :func:`errors.task_status`: 2 for a refused input, 3 for the
+    environment's failure, 1 for any other task failure -- what :func:`errors.classify`
+    says of the same exception raised in this process."""
     from kfp_gpu.local import run as local_run
 
     rec = input_errors.record_of(input_errors.record(exc))
-    assert errors.task_status(rec["input_error"]) == code
-    try:  # the same exception raised in this process: the same input/not-input verdict
+    assert errors.task_status(rec["input_error"], rec["environment"]) == code
+    try:  # the same exception raised in this process: the same status
         raise exc
     except Exception as raised:  # noqa: BLE001
         in_process = errors.classify(raised)[0]
-    # (a full disk inside a task reads as the task's failure, 1: its record names no errno)
-    assert (in_process == 2) == (code == 2)
+    assert in_process == code
 
     def failed(*args, **kwargs):
         raise local_run.TaskFailed("prep-text", rec["message"], rec["input"],
-                                   tmp_path / "prep-text.log", rec["input_error"])
+                                   tmp_path / "prep-text.log", rec["input_error"],
+                                   rec["environment"])
 
     monkeypatch.setattr(local_run, "run", failed)
     r = runner.invoke(app, ["run", "imdb-lstm", "--local", "--data-dir", str(tmp_path)])

@@ -12,6 +12,7 @@ from kfp.dsl import Dataset, Metrics, Model
 from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
 from kfp_gpu.components.shared import evaluate as ev
 from kfp_gpu.components.shared import shards
+from kfp_gpu.inputs import errors
 from kfp_gpu.pipelines import fractional_eval as fe
 from tests import ir
 
@@ -121,6 +122,134 @@ def test_invalid_request_fails_at_build():
         fe.build(shards=0)
     assert fe.default_gpu(3) == "fraction:0.333333"
     assert fe.default_gpu(1) == "gpu:1"  # one shard: a whole GPU, not gpu-fraction 1
+
+
+# ------------------------------------------ the shard count against the compiled fraction
+@pytest.mark.parametrize("k", [*range(1, 40), 97, 99, 100, 128, 1000])
+def test_the_shards_one_gpu_holds_invert_the_default_fraction(k):
+    """gpu_for(K) writes 1/K with 6 digits (1/6 -> 0.166667, a little more than 1/6);
+    shards_per_gpu reads K back from it, and K + 1 shards never fit."""
+    from kfp_gpu.gpu import parse
+
+    request = parse(shards.gpu_for(k))
+    if k == 1:
+        assert request.kind == "gpu" and request.count == 1
+        return
+    assert shards.shards_per_gpu(request.fraction) == k
+    shards.check_fits(k, request.fraction)
+    with pytest.raises(ValueError, match=f"accepted is num_shards <= {k},"):
+        shards.check_fits(k + 1, request.fraction)
+
+
+def test_a_count_that_needs_more_than_one_gpu_is_refused_in_one_line():
+    with pytest.raises(errors.InputError) as refused:
+        shards.check_fits(8, 0.25)
+    assert str(refused.value) == (
+        "num_shards=8 does not fit the GPU fraction this pipeline was compiled with: 8 "
+        "shards x gpu-fraction 0.25 = 2 GPUs, and its shards share one GPU; accepted is "
+        "num_shards <= 4, or compile for 8 shards (kfp-gpu compile -o DIR --only "
+        "fractional-eval --gpu fraction:0.125)")
+    shards.check_fits(3, 0.25)  # fewer: each keeps 0.25, the rest of the GPU stays free
+    shards.check_fits(64, 0.0)  # not a fraction (gpu:1, MIG, ...): any count
+
+
+@pytest.mark.parametrize("gpu, shards_k, default, fraction", [
+    (None, None, 4, 0.25), (None, 3, 3, 0.333333), ("fraction:0.125", None, 8, 0.125),
+    ("fraction:0.3", None, 3, 0.3), ("fraction:0.5", 1, 1, 0.5),
+    ("gpu:1", None, 4, 0.0), ("mig:1g.10gb,model=H100-80GB", 16, 16, 0.0),
+])
+def test_build_derives_the_default_count_and_compiles_the_fraction_for_plan_shards(
+        gpu, shards_k, default, fraction):
+    """The default num_shards fits the fraction (a fraction alone sets it); plan-shards
+    gets the fraction the shard tasks are annotated with, which check_spec reads."""
+    from kfp_gpu.parameters import declared
+
+    spec = declared.spec_of(fe.build(gpu, shards=shards_k))
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["num_shards"]["defaultValue"] == default
+    assert fe.compiled_fraction(spec) == fraction
+    fe.check_spec(spec, {})  # the compiled default fits
+    if fraction:
+        fe.check_spec(spec, {"num_shards": shards.shards_per_gpu(fraction)})
+        with pytest.raises(errors.InputError, match="does not fit the GPU fraction"):
+            fe.check_spec(spec, {"num_shards": shards.shards_per_gpu(fraction) + 1})
+    else:
+        fe.check_spec(spec, {"num_shards": 1000})
+
+
+def test_build_refuses_a_default_count_its_fraction_cannot_hold():
+    with pytest.raises(ValueError, match=r"num_shards=4 does not fit .* <= 2,"):
+        fe.build("fraction:0.5", shards=4)
+
+
+def test_the_checked_in_yaml_gives_plan_shards_the_annotated_fraction():
+    from pathlib import Path
+
+    import yaml
+    docs = list(yaml.safe_load_all(
+        (Path(__file__).parents[1] / "pipelines" / "fractional_eval.yaml").read_text()))
+    platform = next(d for d in docs if "platforms" in d)
+    (annotated,) = [float(cfg["podMetadata"]["annotations"]["gpu-fraction"]) for cfg in
+                    platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values()
+                    if "gpu-fraction" in cfg.get("podMetadata", {}).get("annotations", {})]
+    assert fe.compiled_fraction(docs[0]) == annotated == 1 / fe.DEFAULT_SHARDS
+
+
+def test_plan_shards_refuses_too_many_shards_with_an_input_record(tmp_path, capsys):
+    """The component body (a run started from the KFP UI is not checked by kfp-gpu):
+    refused before any shard task, with the record submit --wait reads (exit 2)."""
+    from types import SimpleNamespace
+
+    from kfp_gpu.components.plan_shards.component import plan_shards
+    from kfp_gpu.training import datasets
+
+    datasets.save(np.zeros((10, 2), np.int32), np.zeros(10, np.int32), tmp_path / "d")
+    data = SimpleNamespace(path=str(tmp_path / "d"))
+    assert plan_shards.python_func(test_data=data, num_shards=4, gpu_fraction=0.25) \
+        == [0, 1, 2, 3]
+    with pytest.raises(errors.InputError, match="num_shards=5 does not fit"):
+        plan_shards.python_func(test_data=data, num_shards=5, gpu_fraction=0.25)
+    (line,) = capsys.readouterr().err.splitlines()
+    rec = errors.record_of(line)
+    assert rec["input_error"] and rec["message"].startswith("num_shards=5 does not fit")
+
+
+@pytest.mark.usefixtures("kfp_client_env")
+def test_submit_checks_num_shards_against_the_yaml_it_would_upload(tmp_path):
+    """Against the KFP API double (tests/doubles/kfp_api.py): the catalog YAML (0.25 per
+    shard) refuses num_shards=8 before anything is uploaded; a YAML compiled for 8 shards
+    (``--gpu fraction:0.125``) runs it."""
+    import typer
+    from typer.testing import CliRunner
+
+    from kfp_gpu.cli import submit as submit_cli
+    from kfp_gpu.compiler import compile as comp
+    from tests.doubles.kfp_api import FakeKfp
+
+    app = typer.Typer()
+    app.command()(submit_cli.submit_command)
+    uris = ["-p", "model_uri=minio://mlpipeline/m", "-p", "test_data_uri=minio://mlpipeline/d"]
+    with FakeKfp() as kfp:
+        res = CliRunner().invoke(app, ["fractional-eval", "--host", kfp.url, *uris,
+                                       "-p", "num_shards=8"])
+        assert res.exit_code == 2, res.output
+        assert res.output.strip().splitlines() == [
+            ("error: num_shards=8 does not fit the GPU fraction this pipeline was compiled "
+             "with: 8 shards x gpu-fraction 0.25 = 2 GPUs, and its shards share one GPU; "
+             "accepted is num_shards <= 4, or compile for 8 shards (kfp-gpu compile -o DIR "
+             "--only fractional-eval --gpu fraction:0.125)")]
+        assert not kfp.pipelines and not kfp.runs  # refused before any upload
+        (built,) = [w for w in comp.compile_all(tmp_path, "fraction:0.125", "fractional-eval")
+                    if w.suffix == ".yaml" and "pipelines" in w.parts]
+        res = CliRunner().invoke(app, [str(built), "--host", kfp.url, "--version", "v8", *uris,
+                                       "-p", "num_shards=8"])
+        assert res.exit_code == 0, res.output
+        (run,) = kfp.runs.values()
+        assert run["runtime_config"]["parameters"]["num_shards"] == 8
+        res = CliRunner().invoke(app, [str(built), "--host", kfp.url, "--version", "v8", *uris,
+                                       "-p", "num_shards=9"])
+        assert res.exit_code == 2 and "accepted is num_shards <= 8," in res.output
+        assert len(kfp.runs) == 1
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,16 @@ def prep_images(
             metadata: rows, num_classes, classes (names), class_counts.
 
     Raises:
-        ValueError / FileNotFoundError: bad source, before anything is written.
+        ValueError / FileNotFoundError: bad source, before anything is written; recorded
+            for the CLI by ``reported`` (a missing file or object: an input error; a store
+            that does not answer: the environment's).
     """
     from kfp_gpu.components.prep_images import prep
+    from kfp_gpu.inputs.errors import reported
 
-    meta = prep.run(source, train_data.path, test_data.path, max_rows_per_split,
-                    synthetic_rows, image_size, seed)
+    with reported(input=source):  # one record line for `kfp-gpu run` if this fails
+        meta = prep.run(source, train_data.path, test_data.path, max_rows_per_split,
+                        synthetic_rows, image_size, seed)
     for art, split in ((train_data, "train"), (test_data, "test")):
         m = meta[split]
         art.metadata.update({"rows": m["rows"], "num_classes": m["num_classes"],

@@ -15,16 +15,70 @@ Predictions file (one per shard, ``predictions.npz`` in the shard's Dataset dire
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from kfp_gpu.inputs import storage
+from kfp_gpu.inputs import errors, storage
 from kfp_gpu.training import datasets
 
 PREDICTIONS_FILE = "predictions.npz"
 SHARD_META_FILE = "shard.json"
+#: Relative slack for a GPU fraction written with 6 significant digits (``%g``, as
+#: :func:`gpu_for` and the compiled ``gpu-fraction`` annotation write it: 1/6 ->
+#: ``0.166667``, a little more than 1/6), at most 5e-6 off.
+FRACTION_SLACK = 1e-5
+
+
+def gpu_for(num_shards: int) -> str:
+    """The GPU request of each shard when ``num_shards`` shards share one GPU:
+    ``fraction:1/K`` as text (4 -> ``fraction:0.25``, 3 -> ``fraction:0.333333``); one
+    shard is a whole GPU, ``gpu:1`` (KAI refuses gpu-fraction >= 1).
+
+    Raises:
+        ValueError: ``num_shards`` < 1.
+    """
+    if num_shards < 1:
+        raise ValueError(f"shards must be an integer >= 1, got {num_shards}")
+    return "gpu:1" if num_shards == 1 else f"fraction:{1 / num_shards:g}"
+
+
+def shards_per_gpu(fraction: float) -> int:
+    """How many shards of GPU fraction ``fraction`` (0 < F < 1) fit on one GPU:
+    ``floor(1/F)``, with :data:`FRACTION_SLACK` for a fraction written to 6 digits
+    (0.25 -> 4, 0.166667 -> 6, 0.3 -> 3).
+
+    Raises:
+        ValueError: ``fraction`` not in (0, 1).
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"a GPU fraction is in (0, 1), got {fraction}")
+    return math.floor(1.0 / fraction * (1.0 + FRACTION_SLACK))
+
+
+def check_fits(num_shards: int, fraction: float) -> None:
+    """Refuse ``num_shards`` shards that would not fit on one GPU at the per-shard GPU
+    fraction the pipeline was compiled with (fractional-eval puts its K shards on one GPU:
+    the fraction is a pod annotation fixed at compile time, the shard count a run
+    parameter). ``fraction`` 0: the shards' request is not a fraction (``gpu:1``, MIG,
+    ...), any count is accepted.
+
+    Raises:
+        kfp_gpu.inputs.errors.InputError: ``num_shards * fraction`` > 1 GPU; one line naming
+            the counts accepted and the compile option for ``num_shards``.
+    """
+    if fraction <= 0:
+        return
+    most = shards_per_gpu(fraction)
+    if num_shards > most:
+        raise errors.InputError(
+            f"num_shards={num_shards} does not fit the GPU fraction this pipeline was "
+            f"compiled with: {num_shards} shards x gpu-fraction {fraction:g} = "
+            f"{num_shards * fraction:g} GPUs, and its shards share one GPU; accepted is "
+            f"num_shards <= {most}, or compile for {num_shards} shards (kfp-gpu compile -o "
+            f"DIR --only fractional-eval --gpu {gpu_for(num_shards)})")
 
 
 def shard_bounds(rows: int, num_shards: int, index: int) -> tuple[int, int]:
@@ -42,8 +96,14 @@ def shard_bounds(rows: int, num_shards: int, index: int) -> tuple[int, int]:
     return index * rows // num_shards, (index + 1) * rows // num_shards
 
 
-def plan(rows: int, num_shards: int) -> list[int]:
-    """Shard indices ``[0, .., K-1]`` after checking ``K`` against ``rows`` (see above)."""
+def plan(rows: int, num_shards: int, gpu_fraction: float = 0.0) -> list[int]:
+    """Shard indices ``[0, .., K-1]`` after checking ``K`` against ``rows`` (see above) and
+    against the shards' compiled GPU fraction (:func:`check_fits`; 0: not a fraction).
+
+    Raises:
+        ValueError: see :func:`shard_bounds`; InputError: see :func:`check_fits`.
+    """
+    check_fits(num_shards, gpu_fraction)
     shard_bounds(rows, num_shards, 0)
     return list(range(num_shards))
 

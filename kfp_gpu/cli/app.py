@@ -233,13 +233,14 @@ def run_cmd(
 
 def _task_failed(e) -> None:
     """Print a :class:`kfp_gpu.local.run.TaskFailed` (the error's own line, the input, the
-    log; the traceback only with -v) and exit 2 for an input error, 1 otherwise."""
+    log; the traceback only with -v) and exit 2 for an input error, 3 for the environment's
+    (a store that does not answer), 1 otherwise (:func:`errors.task_status`)."""
     errors.trace()
     first, *rest = e.lines()
     typer.secho(f"error: {first}", fg=typer.colors.RED, err=True)
     for line in rest:
         typer.echo(line, err=True)
-    raise typer.Exit(errors.task_status(e.input_error))
+    raise typer.Exit(errors.task_status(e.input_error, e.environment))
 
 
 def _print_summary(s: dict) -> None:

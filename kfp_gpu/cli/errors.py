@@ -10,9 +10,11 @@ for a task's record alike), with what each covers:
 1     the job ran and failed (a task, an MPIJob, a KFP run), or an internal error (a bug:
       any exception not classed below; the one line says ``internal error`` and ``-v``)
 2     usage or input error: a bad option or parameter, a missing, unreadable or corrupt
-      file, a destination that cannot be written; a task that refused its input
-3     the environment: the cluster or the engine is unreachable (KFP API, Kubernetes API,
-      Docker engine), the disk is full, memory or file handles ran out
+      file or store object, a malformed store URI, a destination that cannot be written;
+      a task that refused its input
+3     the environment: the cluster, the engine or a store is unreachable (KFP API,
+      Kubernetes API, Docker engine, an S3/GCS endpoint), the disk is full, memory or file
+      handles ran out
 130   interrupted by SIGINT (Ctrl-C); 143 by SIGTERM
 ====  ================================================================================
 
@@ -39,6 +41,8 @@ from typer._click.exceptions import (
 from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperCommand, TyperGroup
 
+from kfp_gpu.inputs import errors as input_errors
+
 OK, FAILED, USAGE, UNREACHABLE, SIGINT, SIGTERM = 0, 1, 2, 3, 130, 143
 #: The exit-code table, ``(statuses, meaning)`` per row: README "Exit codes" shows it (its
 #: first two columns; tests/test_docs_restated.py compares them) and ``kfp-gpu --help``
@@ -53,7 +57,7 @@ STATUSES: tuple[tuple[tuple[int, ...], str], ...] = (
 #: Status 3 is the environment's: an unreachable service, a full disk, no memory.
 ENVIRONMENT = UNREACHABLE
 #: ``OSError`` numbers that are the machine's condition, not the user's input (exit 3).
-_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+_ENVIRONMENT_ERRNOS = input_errors.ENVIRONMENT_ERRNOS
 #: Top-level packages whose ``raise ValueError(...)`` is a refusal of input by convention:
 #: the library's rules raise it with the message meant for the user.
 _OURS = {"kfp_gpu", "components", "pipelines"}
@@ -111,15 +115,12 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
-def _names(exc: BaseException) -> set[str]:
-    return {f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(exc).__mro__}
+_names = input_errors.names
 
-
-#: Connection failures of the HTTP stacks under kfp, kubernetes and docker (by class, so
-#: none of them is imported to classify): requests.exceptions, urllib3.exceptions.
-_UNREACHABLE = {"requests.ConnectionError", "requests.Timeout", "urllib3.MaxRetryError",
-                "urllib3.NewConnectionError", "urllib3.ProtocolError",
-                "builtins.ConnectionError", "builtins.TimeoutError"}
+#: Connection failures of the HTTP stacks under kfp, kubernetes, docker, s3fs (botocore)
+#: and google-cloud-storage, by class, so none of them is imported to classify
+#: (:data:`kfp_gpu.inputs.errors.CONNECTION_ERRORS`, the rule a task's record follows too).
+_UNREACHABLE = input_errors.CONNECTION_ERRORS
 
 
 def _yaml_message(exc: BaseException) -> str:
@@ -174,17 +175,10 @@ def is_input_error(exc: BaseException) -> bool:
     return module in _OURS and line.startswith("raise ")
 
 
-def _caused_by_connection(exc: BaseException) -> bool:
-    """Whether a connection failure (:data:`_UNREACHABLE`) is in ``exc``'s cause/context
-    chain: the Docker SDK wraps the requests/urllib3 error it got from the engine's socket
-    (docker 7.1 ``docker/api/client.py`` ``_retrieve_server_version``)."""
-    seen, cause = set(), exc.__cause__ or exc.__context__
-    while cause is not None and id(cause) not in seen:
-        if _names(cause) & _UNREACHABLE:
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
+#: Whether a connection failure is in an exception's cause/context chain: the Docker SDK
+#: wraps the requests/urllib3 error it got from the engine's socket (docker 7.1
+#: ``docker/api/client.py`` ``_retrieve_server_version``).
+_caused_by_connection = input_errors.caused_by_connection
 
 
 def _no_engine() -> str:
@@ -203,8 +197,11 @@ def classify(exc: BaseException) -> tuple[int, str]:
     rule, input -> 2, environment -> 3, job or internal -> 1.
 
     :class:`CliError` -> its own status; a Docker SDK error caused by a connection failure
-    -> 3, "no Docker engine answers at $DOCKER_HOST"; connection failures (requests/urllib3,
-    a Kubernetes ``ApiException`` with status 0) -> 3; an ``OSError`` of the machine (disk
+    -> 3, "no Docker engine answers at $DOCKER_HOST"; connection failures
+    (:func:`kfp_gpu.inputs.errors.is_connection_failure`: requests/urllib3, botocore's
+    ``EndpointConnectionError`` from an S3 endpoint that does not answer, a
+    google-cloud-storage ``RetryError`` that gave up on one; a Kubernetes ``ApiException``
+    with status 0) -> 3; an ``OSError`` of the machine (disk
     full ``ENOSPC``/``EDQUOT``, ``ENOMEM``, ``EMFILE``/``ENFILE``) -> 3, "the disk is
     full"; YAML errors, an input ``ValueError`` (:func:`is_input_error`: InputError, JSON,
     Unicode decoding, a refusal our code raised), any other ``OSError`` (missing file, no
@@ -218,7 +215,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return exc.exit_code, one_line(str(exc))
     if "docker.DockerException" in names and _caused_by_connection(exc):
         return UNREACHABLE, _no_engine()
-    if names & _UNREACHABLE:
+    if input_errors.is_connection_failure(exc):
         return UNREACHABLE, f"cannot connect: {one_line(str(exc))}"
     if "kubernetes.ApiException" in names or "kfp_server_api.ApiException" in names:
         status = getattr(exc, "status", 0)
@@ -246,12 +243,17 @@ def classify(exc: BaseException) -> tuple[int, str]:
                     + _VERBOSE_HINT)
 
 
-def task_status(input_error: bool) -> int:
+def task_status(input_error: bool, environment: bool = False) -> int:
     """The status of a task that failed and left its record (``kfp_gpu.inputs.errors.record``
     and ``record_of``; ``kfp-gpu run --local``, ``kfp-gpu submit``): 2 when the task
-    refused its input (the record's ``input_error``, the task's exception being an
-    :class:`~kfp_gpu.inputs.errors.InputError`), else 1, the job failed -- the same rule
-    :func:`classify` applies to an ``InputError`` raised in this process."""
+    refused its input (the record's ``input_error``: an
+    :class:`~kfp_gpu.inputs.errors.InputError`, a missing local file or store object), 3
+    when its environment failed it (``environment``: a store endpoint that does not answer,
+    a full disk), else 1, the job failed -- the rule :func:`classify` applies to the same
+    exception raised in this process (:func:`kfp_gpu.inputs.errors.is_input`,
+    :func:`~kfp_gpu.inputs.errors.is_environment`)."""
+    if environment:
+        return UNREACHABLE
     return USAGE if input_error else FAILED
 
 

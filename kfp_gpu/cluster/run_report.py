@@ -379,6 +379,17 @@ def message_of(log: str) -> tuple[str, bool | None]:
     return (error_line_of(log) or "the log is empty"), None
 
 
+def environment_of(log: str) -> bool:
+    """Whether the last :mod:`kfp_gpu.inputs.errors` record in a failed task's log says its
+    environment failed it (the record's ``environment``: a store that does not answer, a
+    full disk); False without a record (pure)."""
+    for line in reversed(log.splitlines()):
+        rec = errors.record_of(line)
+        if rec is not None:
+            return bool(rec.get("environment"))
+    return False
+
+
 def executor_output_of(log: str) -> dict | None:
     """The executor output KFP's launcher logged last in a task's log
     (:data:`EXECUTOR_OUTPUT`: the JSON object that follows, over as many lines as it
@@ -457,31 +468,41 @@ def failure_report(run, spec: dict | list | None, read_log: LogReader | None, ur
     """One line per failed component task of a FAILED run (pure but for ``read_log``).
 
     ``task <name> failed: <message>`` -- the :mod:`kfp_gpu.inputs.errors` record in the
-    task pod's log (`` (input error)`` appended when it says so), else the log's last
-    error line (:func:`error_line_of`); a log that cannot be read -> ``see <url> (<why>)``. A task whose KFP
-    driver failed reads ``task <name> failed before it ran (KFP driver): ...``.
+    task pod's log (`` (input error)`` or `` (unreachable)`` appended when it says so),
+    else the log's last error line (:func:`error_line_of`); a log that cannot be read ->
+    ``see <url> (<why>)``.
+    A task whose KFP driver failed reads ``task <name> failed before it ran (KFP driver):
+    ...``.
 
-    Exit status (kfp_gpu/cli/errors.py; ``kfp-gpu run``'s rule): 2 when every failed task
-    left a record saying its input was refused, else 1.
+    Exit status (kfp_gpu/cli/errors.py ``task_status``; ``kfp-gpu run``'s rule): 2 when
+    every failed task left a record saying its input was refused (a malformed URI, a
+    missing file or object), 3 when every one left a record saying its environment failed
+    it (:func:`environment_of`: a store that does not answer), else 1.
     """
     run_id = str(_get(run, "run_id") or "")
     tasks = failed_tasks(run, spec)
     if not tasks:
         return Report([f"no component task failed (KFP's own steps did): see {url}"], 1)
-    lines, input_flags = [], []
+    lines, input_flags, environment_flags = [], [], []
     for t in tasks:
         head = (f"task {t.title} failed before it ran (KFP driver)" if t.stage == "driver"
                 else f"task {t.title} failed")
-        found, why = _read(read_log, run_id, t.pods, message_of)
+        found, why = _read(read_log, run_id, t.pods,
+                           lambda log: (*message_of(log), environment_of(log)))
         why = (no_reader_why or why) if read_log is None else why
         if found is None:
             lines.append(f"{head}: see {url} ({why})")
             input_flags.append(False)
+            environment_flags.append(False)
             continue
-        message, input_error = found
-        lines.append(f"{head}: {message}" + (" (input error)" if input_error else ""))
+        message, input_error, environment = found
+        lines.append(f"{head}: {message}" + (" (input error)" if input_error else
+                                             " (unreachable)" if environment else ""))
         input_flags.append(bool(input_error) and t.stage == "executor")
-    return Report(lines, 2 if input_flags and all(input_flags) else 1)
+        environment_flags.append(environment and t.stage == "executor")
+    code = (2 if input_flags and all(input_flags)
+            else 3 if environment_flags and all(environment_flags) else 1)
+    return Report(lines, code)
 
 
 def _metric(value) -> str:

@@ -220,17 +220,24 @@ def load_spec(pipeline: str) -> tuple[Path, str, dict]:
 
 def arguments(name: str, spec: dict, params: list[str] | None) -> dict:
     """``-p key=value`` items typed by the compiled spec; for a catalog pipeline also
-    checked against its parameter declaration (:func:`kfp_gpu.parameters.command_line.checked`).
+    checked against its parameter declaration (:func:`kfp_gpu.parameters.command_line.checked`:
+    ranges, a store URI's form; whether a store object exists is the task's to find, with
+    the cluster's credentials and endpoint) and against the spec itself
+    (:func:`kfp_gpu.parameters.declared.check_against_spec`: fractional-eval's num_shards
+    against the GPU fraction compiled into it).
 
     Raises:
-        ValueError: unknown parameter, unparsable value or one outside its declared range.
+        ValueError: unknown parameter, unparsable value or one outside its declared range,
+            a malformed store URI, arguments the compiled spec cannot run.
     """
     from kfp_gpu.compiler import registry
+    from kfp_gpu.parameters import declared
 
     raw = pipeline_params.split_pairs(params or [])
     args = pipeline_params.typed(raw, pipeline_params.types_of_spec(spec))
     if name in registry.PIPELINES:
         pipeline_params.checked(name, raw)
+        declared.check_against_spec(name, spec, args)
     return args
 
 

@@ -20,6 +20,19 @@ by the standard AWS environment variables, as botocore reads them:
 
 ``kfp-gpu compile --secret-env SECRET`` puts these variables on every task from a
 Kubernetes Secret (:mod:`kfp_gpu.compiler.task_settings`).
+
+Errors, classed by type (:mod:`kfp_gpu.inputs.errors`; exit 2 for the input, 3 for the
+environment, in ``kfp-gpu`` and in a task's record alike): a URI without a bucket or an
+object name raises :class:`~kfp_gpu.inputs.errors.MalformedUri`
+(:func:`kfp_gpu.inputs.uris.check_uri`); a missing object, key or bucket
+``FileNotFoundError`` (s3fs translates S3's ``NoSuchKey`` / ``NoSuchBucket``, s3fs
+``errors.py``; google-cloud-storage's ``NotFound`` is turned into it here), as a missing
+local file does; an endpoint that does not answer leaves botocore's
+``EndpointConnectionError`` (aiobotocore ``httpsession.py``) or google-cloud-storage's
+``RetryError`` over a requests ``ConnectionError``, which
+:func:`kfp_gpu.inputs.errors.is_connection_failure` recognises. :func:`probe` is the cheap
+check ``kfp-gpu run --local`` makes before any task starts: one request, short timeouts,
+no retries, and :class:`~kfp_gpu.inputs.uris.StoreUnreachable` naming the endpoint.
 """
 
 from __future__ import annotations
@@ -31,10 +44,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from kfp_gpu.inputs import errors
+from kfp_gpu.inputs.uris import StoreUnreachable, check_uri, endpoint
+
 GCS_SCHEME = "gs://"
 S3_SCHEME = "s3://"
 #: The object-store schemes this module reads and writes besides local paths.
 REMOTE_SCHEMES = (GCS_SCHEME, S3_SCHEME)
+#: Seconds :func:`probe` waits for a connection and for an answer.
+PROBE_TIMEOUT_S = 10.0
 
 
 def is_gcs(uri: str) -> bool:
@@ -54,11 +72,7 @@ def is_remote(uri: str) -> bool:
 
 
 def _split(uri: str, scheme: str) -> tuple[str, str]:
-    if not uri.startswith(scheme):
-        raise ValueError(f"not a {scheme} URI: {uri!r}")
-    bucket, _, name = uri[len(scheme):].partition("/")
-    if not bucket or not name:
-        raise ValueError(f"{scheme} URI needs a bucket and an object name: {uri!r}")
+    _, bucket, name = check_uri(uri, (scheme.removesuffix("://"),))
     return bucket, name
 
 
@@ -66,7 +80,7 @@ def split_gcs(uri: str) -> tuple[str, str]:
     """``gs://bucket/a/b`` -> ``("bucket", "a/b")``.
 
     Raises:
-        ValueError: if ``uri`` is not a ``gs://bucket/object`` URI.
+        kfp_gpu.inputs.errors.MalformedUri: ``uri`` is not a ``gs://bucket/object`` URI.
     """
     return _split(uri, GCS_SCHEME)
 
@@ -75,7 +89,7 @@ def split_s3(uri: str) -> tuple[str, str]:
     """``s3://bucket/a/b`` -> ``("bucket", "a/b")``.
 
     Raises:
-        ValueError: if ``uri`` is not an ``s3://bucket/key`` URI.
+        kfp_gpu.inputs.errors.MalformedUri: ``uri`` is not an ``s3://bucket/key`` URI.
     """
     return _split(uri, S3_SCHEME)
 
@@ -99,14 +113,24 @@ def s3_region(environ=None) -> str | None:
     return env.get("AWS_REGION") or None
 
 
-def _s3():
+def _s3(timeout: float | None = None):
     """A fresh ``s3fs.S3FileSystem`` (no fsspec instance cache: the environment, e.g. the
-    endpoint, is read again on each call)."""
+    endpoint, is read again on each call). ``timeout``: seconds to connect and to wait for
+    an answer, with one attempt only (botocore ``Config`` ``connect_timeout``,
+    ``read_timeout``, ``retries.max_attempts``; s3fs's own ``retries``); None: the
+    libraries' defaults (botocore's retries, then s3fs's five)."""
     import s3fs
 
     region = s3_region()
-    return s3fs.S3FileSystem(skip_instance_cache=True,
-                             client_kwargs={"region_name": region} if region else {})
+    if timeout is None:
+        return s3fs.S3FileSystem(skip_instance_cache=True,
+                                 client_kwargs={"region_name": region} if region else {})
+    fs = s3fs.S3FileSystem(skip_instance_cache=True,
+                           client_kwargs={"region_name": region} if region else {},
+                           config_kwargs={"connect_timeout": timeout, "read_timeout": timeout,
+                                          "retries": {"max_attempts": 1}})
+    fs.retries = 1
+    return fs
 
 
 def _s3_path(uri: str) -> str:
@@ -114,27 +138,67 @@ def _s3_path(uri: str) -> str:
     return f"{bucket}/{key}"
 
 
-def exists(uri: str) -> bool:
+def exists(uri: str, timeout: float | None = None) -> bool:
     """True when ``uri`` names an existing file or folder: a local path, a ``gs://``
     object or prefix with objects under it, an ``s3://`` key or prefix with keys under it.
+    ``timeout``: seconds per request, no retries (default: the clients' own timeouts and
+    retries).
 
     Raises:
-        ValueError: a ``gs://``/``s3://`` URI without a bucket and an object name.
+        kfp_gpu.inputs.errors.MalformedUri: a ``gs://``/``s3://`` URI without a bucket and
+            an object name.
         botocore.exceptions.EndpointConnectionError: the S3 endpoint is unreachable.
+        google.api_core.exceptions.RetryError, requests.exceptions.ConnectionError: the GCS
+            endpoint is (the second with ``timeout``: no retries).
     """
     if is_s3(uri):
+        path = _s3_path(uri.rstrip("/"))
         try:  # info(), not exists(): exists() answers False for an unreachable endpoint
-            _s3().info(_s3_path(uri.rstrip("/")))
+            _s3(timeout).info(path)
         except FileNotFoundError:
             return False
         return True
     if is_gcs(uri):
+        from google.api_core import exceptions as gexc
+
         bucket, name = split_gcs(uri.rstrip("/"))
         client = _client()
-        if client.bucket(bucket).blob(name).exists():
-            return True
-        return any(True for _ in client.list_blobs(bucket, prefix=name + "/", max_results=1))
+        ask = {} if timeout is None else {"timeout": timeout, "retry": None}
+        try:
+            if client.bucket(bucket).blob(name).exists(**ask):
+                return True
+            return any(True for _ in client.list_blobs(bucket, prefix=name + "/",
+                                                       max_results=1, **ask))
+        except gexc.NotFound:  # no such bucket (a missing object answers False)
+            return False
     return Path(uri).expanduser().exists()
+
+
+def probe(uri: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Check that a ``gs://``/``s3://`` input exists, cheaply: one or two requests of at most
+    ``timeout`` seconds each, no retries (what ``kfp-gpu run --local`` asks before any task
+    starts; a task reads with the clients' retries).
+
+    Raises:
+        kfp_gpu.inputs.errors.MalformedUri: see :func:`kfp_gpu.inputs.uris.check_uri`.
+        FileNotFoundError: no object, key, prefix or bucket there (``input not found:
+            URI``), as for a missing local file.
+        StoreUnreachable: the endpoint does not answer (a connection failure by
+            :func:`kfp_gpu.inputs.errors.is_connection_failure`), naming it
+            (:class:`kfp_gpu.inputs.uris.StoreUnreachable`).
+    """
+    check_uri(uri)
+    try:
+        found = exists(uri, timeout=timeout)
+    except Exception as e:
+        if not errors.is_connection_failure(e):
+            raise
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise StoreUnreachable(f"{uri}: the store at {endpoint(uri)} does not answer "
+                               f"({reason})") from e
+    if not found:
+        raise FileNotFoundError(f"input not found: {uri}: no object or folder of that name "
+                                f"at {endpoint(uri)}")
 
 
 @contextlib.contextmanager
@@ -290,10 +354,15 @@ def download_dir(source: str, dest: str | os.PathLike) -> list[str]:
         return sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file())
     if is_s3(source):
         return _download_s3_dir(source, dest)
+    from google.api_core import exceptions as gexc
+
     bucket_name, prefix = split_gcs(source.rstrip("/"))
     client = _client()
-    blobs = [b for b in client.list_blobs(bucket_name, prefix=prefix.rstrip("/") + "/")
-             if not b.name.endswith("/")]
+    try:
+        blobs = [b for b in client.list_blobs(bucket_name, prefix=prefix.rstrip("/") + "/")
+                 if not b.name.endswith("/")]
+    except gexc.NotFound as e:  # no such bucket
+        raise FileNotFoundError(f"model not found: {source}") from e
     if not blobs:
         raise FileNotFoundError(f"model not found: {source}")
     names = []

@@ -31,15 +31,17 @@ class TaskFailed(RuntimeError):
 
     Attributes: ``task`` (its name), ``message`` (the exception message the component
     raised, one line), ``input`` (the path or URI it was reading, None if unknown), ``log``
-    (the task's full log file), ``input_error`` (the failure is the input's: a member of
-    :mod:`kfp_gpu.inputs.errors`; the CLI exits 2 for it, 1 otherwise).
+    (the task's full log file), ``input_error`` (the failure is the input's:
+    :func:`kfp_gpu.inputs.errors.is_input`; the CLI exits 2 for it), ``environment`` (the
+    environment's: :func:`kfp_gpu.inputs.errors.is_environment`, a store endpoint that does
+    not answer; exit 3), neither: exit 1.
     """
 
     def __init__(self, task: str, message: str, input: str | None, log: Path,
-                 input_error: bool):
+                 input_error: bool, environment: bool = False):
         super().__init__(f"task {task} failed: {message}")
         self.task, self.message, self.input, self.log = task, message, input, log
-        self.input_error = input_error
+        self.input_error, self.environment = input_error, environment
 
     def lines(self) -> list[str]:
         """At most three lines: ``task T failed: <message>``, ``  input: <path>`` (when
@@ -105,7 +107,9 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     Raises:
         ValueError: unknown pipeline, runner or parameter; a pipeline root that cannot be
         written. kfp_gpu.inputs.errors.InputError: a local input file fails its cheap
-        check (``LOCAL_CHECKS``) before any task starts. TaskFailed (a RuntimeError): a
+        check (``LOCAL_CHECKS``), or the arguments fail the pipeline's check against its
+        compiled spec (``SPEC_CHECK``, e.g. fractional-eval's num_shards against its GPU
+        fraction), before any task starts. TaskFailed (a RuntimeError): a
         task failed. RuntimeError: under docker, an output is missing.
         local_docker.EngineUnreachable: ``runner="docker"`` and no Docker engine answers.
         interrupt.Interrupted: SIGINT/SIGTERM (``exit_code`` 130/143, ``kept``).
@@ -120,6 +124,7 @@ def run(name: str, params: dict[str, str], *, gpu: str | None = None,
     pipeline = factory(gpu) if gpu else factory()
     merged = {**default_data_params(name, data_dir), **params}
     kwargs = params_mod.typed(merged, params_mod.types_of_pipeline(pipeline))
+    declared.check_against_spec(name, declared.spec_of(pipeline), kwargs)
     declared.check_local_files(name, kwargs)  # a CSV header, a gzip stream: before tasks
     root = str(Path(pipeline_root).resolve())
     check_writable_dir(root, "--pipeline-root")
@@ -179,7 +184,7 @@ def _failure(exc: RuntimeError, stream, log_dir: Path) -> RuntimeError:
                    else "the task process failed (no exception line in its log)")
         record = {"message": message, "input": None, "input_error": False}
     return TaskFailed(task, record["message"], record.get("input"), stream.log_path(task),
-                      bool(record.get("input_error")))
+                      bool(record.get("input_error")), bool(record.get("environment")))
 
 
 @contextlib.contextmanager

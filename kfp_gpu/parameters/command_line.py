@@ -82,21 +82,30 @@ def checked(pipeline_name: str, raw: Mapping[str, str], local: bool = False) -> 
     """``-p`` text values of catalog pipeline ``pipeline_name``, typed by its parameter
     declaration (``PARAMETERS``, :mod:`kfp_gpu.parameters.declared`) and checked against it:
     what ``run --local`` and ``submit`` call before any task starts or anything is uploaded.
-    ``local``: the run is on this machine, so input paths must exist here too.
+    ``local``: the run is on this machine, so input paths must exist here too, and a
+    ``gs://``/``s3://`` input in its store (asked once, cheaply: a submitted run's tasks
+    read the store with the cluster's credentials and endpoint, which this machine may not
+    have, so there they check it themselves).
 
     Raises:
         ValueError: unknown pipeline or parameter, a value that does not parse as its type,
-            one outside its declared range (one line naming the accepted values), or a
-            parameter without a default left out.
+            one outside its declared range (one line naming the accepted values), a store
+            URI of the wrong form (``MalformedUri``), or a parameter without a default
+            left out.
+        FileNotFoundError: ``local`` and an input path or store object that does not exist.
+        kfp_gpu.inputs.uris.StoreUnreachable: ``local`` and the store of an input does
+            not answer.
     """
     from kfp_gpu.parameters import declared as parameters
+    from kfp_gpu.parameters import paths
 
     declared = parameters.declared(pipeline_name)
     values = typed(raw, {k: p.type for k, p in declared.items()})
     parameters.validate(declared, values)
     parameters.missing(pipeline_name, list(values))
     if local:
-        parameters.check_local_paths(declared, values)
+        paths.check_local_paths(declared, values)
+        paths.check_remote_inputs(declared, values)
     return values
 
 

@@ -25,6 +25,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kfp_gpu.parameters.paths import PathRule
+
 STRING, INTEGER, DOUBLE, BOOLEAN = "STRING", "NUMBER_INTEGER", "NUMBER_DOUBLE", "BOOLEAN"
 _TYPE_WORDS = {STRING: "text", INTEGER: "an integer", DOUBLE: "a number", BOOLEAN: "true or false"}
 
@@ -43,9 +45,9 @@ class Param:
         required: text must be non-empty.
         rule: for text, a check raising ``ValueError`` (e.g. a Kubernetes name rule of
             :mod:`kfp_gpu.compiler.k8s_rules`), described by ``rule_words``.
-        path_keywords: for text naming input data: the values that are not paths (e.g.
-            ``keras:imdb``); any other value without ``://`` must exist on this machine for
-            a local run (:func:`check_local_paths`). None = not a path.
+        path: for text naming a file or folder: its keywords, store URI schemes and
+            whether it is an input (:class:`kfp_gpu.parameters.paths.PathRule`); None = not
+            a path.
     """
 
     name: str
@@ -59,7 +61,12 @@ class Param:
     required: bool = False
     rule: Callable[[str], object] | None = None
     rule_words: str = ""
-    path_keywords: tuple[str, ...] | None = None
+    path: PathRule | None = None
+
+    @property
+    def path_keywords(self) -> tuple[str, ...] | None:
+        """For an input path: the values that are not paths (``PathRule.keywords``)."""
+        return self.path.keywords if self.path is not None else None
 
     def accepted(self) -> str:
         """The accepted values in words, e.g. ``an integer >= 1``, ``a number in [0, 1)``."""
@@ -109,10 +116,18 @@ class Param:
 
     def check(self, value) -> None:
         """Raise ``ValueError`` (one line: name, value, accepted values, meaning) unless
-        ``value`` is accepted."""
+        ``value`` is accepted.
+
+        Raises:
+            ValueError: the value is refused.
+            kfp_gpu.inputs.errors.MalformedUri: a store URI not of the form :attr:`path`
+                accepts (:meth:`PathRule.check_uri`, naming the form).
+        """
         if self.problem(value) is not None:
             raise ValueError(f"parameter {self.name}={value!r} is refused: accepted is "
                              f"{self.accepted()} ({self.meaning})")
+        if self.path is not None and isinstance(value, str):
+            self.path.check_uri(self.name, value)
 
 
 def _num(x: float) -> str:
@@ -132,13 +147,19 @@ def number(name: str, meaning: str, low: float | None = None, high: float | None
 
 def text(name: str, meaning: str, choices: Sequence[str] = (), required: bool = False,
          rule: Callable[[str], object] | None = None, rule_words: str = "",
-         path_keywords: Sequence[str] | None = None) -> Param:
+         path_keywords: Sequence[str] | None = None, schemes: Sequence[str] = (),
+         bucket_root: bool = False) -> Param:
     """A string parameter (``choices``: the accepted values; ``required``: non-empty;
     ``rule``: a check raising ``ValueError``, ``rule_words`` saying what it accepts;
-    ``path_keywords``: an input path, with the values that are not paths)."""
+    ``path_keywords``: an input path, with the values that are not paths; ``schemes``: the
+    store URI schemes a path may have, ``bucket_root``: a folder that may be a bucket's
+    root; see :class:`kfp_gpu.parameters.paths.PathRule`)."""
+    path = None
+    if path_keywords is not None or schemes:
+        path = PathRule(None if path_keywords is None else tuple(path_keywords),
+                        tuple(schemes), bucket_root)
     return Param(name, STRING, meaning, choices=tuple(choices), required=required, rule=rule,
-                 rule_words=rule_words,
-                 path_keywords=None if path_keywords is None else tuple(path_keywords))
+                 rule_words=rule_words, path=path)
 
 
 def flag(name: str, meaning: str) -> Param:
@@ -174,26 +195,6 @@ def validate(declared: Mapping[str, Param], values: Mapping[str, object]) -> Non
         declared[key].check(value)
 
 
-def check_local_paths(declared: Mapping[str, Param], values: Mapping[str, object]) -> None:
-    """For a run on this machine: every input-path parameter (``path_keywords``) names an
-    existing file or folder, a URI (``scheme://``) or one of its keywords.
-
-    Raises:
-        ValueError: naming the parameter, the path and what is accepted.
-    """
-    from pathlib import Path
-
-    for key, value in values.items():
-        p = declared.get(key)
-        if p is None or p.path_keywords is None or not isinstance(value, str) or not value:
-            continue
-        if value in p.path_keywords or "://" in value or Path(value).expanduser().exists():
-            continue
-        words = ", ".join([*p.path_keywords, "a gs:// URI", "an existing path"])
-        raise ValueError(f"parameter {key}={value!r}: no such file or folder on this machine "
-                         f"({p.meaning}); accepted: {words}")
-
-
 def check_local_files(pipeline_name: str, values: Mapping[str, object]) -> None:
     """For a run on this machine: the cheap checks of input files that the pipeline
     module declares in ``LOCAL_CHECKS`` (parameter -> check), e.g. a CSV's header and gzip
@@ -212,6 +213,31 @@ def check_local_files(pipeline_name: str, values: Mapping[str, object]) -> None:
         if isinstance(value, str) and "://" not in value and value.strip() \
                 and Path(value).expanduser().exists():
             check(value)
+
+
+def check_against_spec(pipeline_name: str, spec: Mapping, values: Mapping[str, object]) -> None:
+    """The check of a run's arguments against its compiled pipeline spec that the pipeline
+    module declares as ``SPEC_CHECK(spec, values)`` (none: nothing to check), e.g.
+    fractional-eval's ``num_shards`` against the GPU fraction compiled into its shard
+    tasks. ``spec``: the IR dict (the compiled YAML's first document; for a pipeline
+    object, its ``pipeline_spec`` as a dict: :func:`spec_of`); ``values``: the typed
+    arguments given (the spec's defaults fill the rest).
+
+    Raises:
+        ValueError: what the check raises (one line naming what is accepted).
+    """
+    check = getattr(module_of(pipeline_name), "SPEC_CHECK", None)
+    if check is not None:
+        check(spec, values)
+
+
+def spec_of(pipeline) -> dict:
+    """The IR of a ``@dsl.pipeline`` object as the compiled YAML's first document holds it
+    (``pipeline.pipeline_spec``, kfp 2.17 ``dsl/graph_component.py``, through protobuf's
+    ``json_format.MessageToDict``, as kfp's compiler writes it)."""
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(pipeline.pipeline_spec)
 
 
 def _signature(pipeline) -> dict[str, tuple[str, object, bool]]:
