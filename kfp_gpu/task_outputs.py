@@ -9,7 +9,7 @@ object ``{"artifacts": {name: uri}, "metrics": {key: number}, "values": {name: v
 where KFP's launcher runs the component and its stdout goes) with :func:`record_of`, as it
 reads the failure record of :mod:`kfp_gpu.inputs.errors`. A component that writes no record
 still has its artifacts told on a cluster, from the executor output KFP's launcher logs
-(:func:`kfp_gpu.cluster.run_report.executor_output_of`); the record adds the values a
+(:func:`kfp_gpu.cluster.task_logs.executor_output_of`); the record adds the values a
 component chooses to report.
 
 ``uri``: the artifact's ``uri`` as KFP gave it (``minio://...``, ``s3://...``, ``gs://...`` on

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from kfp_gpu import task_outputs
 from kfp_gpu.cli import submit as submit_cli
-from kfp_gpu.cluster import run_report, submit, version_content
+from kfp_gpu.cluster import run_report, run_tasks, submit, task_logs, version_content
 from kfp_gpu.compiler.compile import compiled_pipeline
 from kfp_gpu.inputs import datadir, errors
 from tests.doubles.k8s_api import FakeKube
@@ -120,7 +120,7 @@ def _reader(logs: dict[str, str]):
     def read(run_id: str, node_id: str) -> str:
         calls.append((run_id, node_id))
         if node_id not in logs:
-            raise run_report.LogUnavailable(f"pod {node_id} not found")
+            raise task_logs.LogUnavailable(f"pod {node_id} not found")
         return logs[node_id]
     read.calls = calls
     return read
@@ -158,10 +158,10 @@ def test_failed_tasks_without_the_spec_drop_the_internals_by_the_body_rule():
     failed_rows = {t["display_name"] for t in body["run_details"]["task_details"]
                    if t.get("state") == "FAILED"}
     assert {"root", "executor", "prep-text"} <= failed_rows and len(failed_rows) >= 4
-    assert [t.name for t in run_report.failed_tasks(body)] == ["prep-text"]
-    assert [t.name for t in run_report.failed_tasks(body, _docs())] == ["prep-text"]
+    assert [t.name for t in run_tasks.failed_tasks(body)] == ["prep-text"]
+    assert [t.name for t in run_tasks.failed_tasks(body, _docs())] == ["prep-text"]
     # A spec of another pipeline names none of these tasks: the body's rule applies.
-    assert [t.name for t in run_report.failed_tasks(body, _docs("fractional-eval"))] \
+    assert [t.name for t in run_tasks.failed_tasks(body, _docs("fractional-eval"))] \
         == ["prep-text"]
 
 
@@ -192,10 +192,10 @@ def test_a_failed_driver_names_its_component_task_and_reads_the_drivers_own_pod(
     _row(body, "prep-text")["state"] = "SKIPPED"
     _row(body, "prep-text-driver")["state"] = "FAILED"
     wf = _workflow_of(body)
-    own = run_report.argo_node_id(wf, f"{wf}.root.prep-text-driver")
+    own = run_tasks.argo_node_id(wf, f"{wf}.root.prep-text-driver")
     assert own in [c["pod_name"] for c in _row(body, "root")["child_tasks"]]
     assert [c["pod_name"] for c in _row(body, "prep-text-driver")["child_tasks"]] \
-        == [run_report.argo_node_id(wf, f"{wf}.root.prep-text")]
+        == [run_tasks.argo_node_id(wf, f"{wf}.root.prep-text")]
     read = _reader({own: "\n".join([
         _glog("I", "main.go:119", "Setting log level to: '1'"),
         _glog("F", "main.go:127", "KFP driver: failed to resolve inputs: parent DAG "
@@ -213,7 +213,7 @@ def test_the_recorded_failed_driver_of_fractional_eval_is_read_from_its_own_pod(
     dependency) lists, and the importers that succeeded are never read."""
     body = _recorded(RECORDED_DRIVER_FAILED)
     wf = _workflow_of(body)
-    own = run_report.argo_node_id(wf, f"{wf}.root.plan-shards-driver")
+    own = run_tasks.argo_node_id(wf, f"{wf}.root.plan-shards-driver")
     assert own in [c["pod_name"] for c in _row(body, "importer-2")["child_tasks"]]
     read = _reader({own: _glog("F", "main.go:127", "KFP driver: no such artifact")})
     rep = run_report.failure_report(body, _docs("fractional-eval"), read, "U")
@@ -268,8 +268,8 @@ def test_the_error_line_passes_over_kfps_and_argos_lines(own, expected):
     if "upload" in expected:
         tail = [_glog("W", "launcher_v2.go:845", "Failed to upload output artifacts"),
                 _glog("F", "main.go:58", expected), "Error: exit status 1"]
-    assert run_report.error_line_of("\n".join([*own, *tail])) == expected
-    assert run_report.message_of("\n".join([*own, *tail])) == (expected, None)
+    assert task_logs.error_line_of("\n".join([*own, *tail])) == expected
+    assert task_logs.message_of("\n".join([*own, *tail])) == (expected, None)
 
 
 def test_failure_summary_reads_the_pod_log_through_the_kubernetes_api():
@@ -291,7 +291,7 @@ def test_failure_summary_reads_the_pod_log_through_the_kubernetes_api():
                         {"pipeline/runid": "another-run"}, container="main")
         for line in ("reading train.csv", errors.record(exc), "Traceback ..."):
             kube.append_log("kubeflow", pod, line)
-        read = run_report.kube_log_reader(kube.api_client(), "kubeflow")
+        read = task_logs.kube_log_reader(kube.api_client(), "kubeflow")
         rep = run_report.failure_report(body, _docs(), read, "U")
         logs = [r for r in kube.requests if r.path.endswith("/log")]
     assert rep.lines == [f"task prep-text failed: {exc} (input: train.csv) (input error)"]
@@ -303,7 +303,7 @@ def test_a_garbage_collected_pod_reads_as_not_found_through_the_kubernetes_api()
     body = _failed_body()
     (node,) = [c["pod_name"] for c in _row(body, "prep-text")["child_tasks"]]
     with FakeKube() as kube:
-        read = run_report.kube_log_reader(kube.api_client(), "team-a")
+        read = task_logs.kube_log_reader(kube.api_client(), "team-a")
         rep = run_report.failure_report(body, _docs(), read, "U")
     assert rep.lines == [(f"task prep-text failed: see U (pod {node} not found in namespace "
                          "team-a (garbage-collected?))")]
@@ -343,7 +343,7 @@ def test_success_summary_lists_each_tasks_artifacts_and_metrics():
             eval_node: task_outputs.record({"metrics": ev}, {"passed": True})}
     # prep_text writes no outputs record: its outputs are what KFP's launcher logged, the
     # ones its component declares (not the launcher's own log artifact).
-    declared = run_report.spec_tasks(_docs())["prep-text"]["outputs"]
+    declared = run_tasks.spec_tasks(_docs())["prep-text"]["outputs"]
     assert {"train_data", "test_data"} <= set(declared)
     uris = {name: f"minio://mlpipeline/v2/artifacts/imdb-lstm/r/prep-text/{name}"
             for name in declared}
@@ -372,14 +372,14 @@ def test_the_launchers_executor_output_of_a_kfp_local_task_reads_back(tmp_path):
     (written,) = (tmp_path / "root").rglob("executor_output.json")
     log = "\n".join(["rows: 3", *_launcher_logged(json.loads(written.read_text()))])
     declared = {"data": "system.Dataset", "metrics": "system.Metrics"}
-    rec = run_report.outputs_of(log, declared)
+    rec = task_logs.outputs_of(log, declared)
     assert rec["artifacts"] == {"data": task.outputs["data"].uri,
                                 "metrics": task.outputs["metrics"].uri}
     assert rec["metrics"] == dict(task.outputs["metrics"].metadata) == {"accuracy": 0.75}
     assert rec["values"] == {"Output": task.outputs["Output"]} == {"Output": 3}
     # the Dataset's metadata is no metric; without the spec nothing is called one
-    assert run_report.outputs_of(log)["metrics"] == {}
-    assert run_report.outputs_of(log[:log.rfind("}")]) is None  # cut: nothing read
+    assert task_logs.outputs_of(log)["metrics"] == {}
+    assert task_logs.outputs_of(log[:log.rfind("}")]) is None  # cut: nothing read
 
 
 @dsl.component(base_image="python:3.11")  # the image is unused by the SubprocessRunner
@@ -396,13 +396,13 @@ def test_a_cached_task_of_the_recorded_run_is_told_by_its_skipped_step():
     both at the same second. No pod ran, so no log is read for it."""
     body = _recorded(RECORDED_CACHED_RUN)
     docs = _docs("resnet-horovod")
-    (task,) = run_report.succeeded_tasks(body, docs)
+    (task,) = run_tasks.succeeded_tasks(body, docs)
     assert (task.name, task.cached) == ("prep-images", True)
     (skipped,) = [t for t in body["run_details"]["task_details"]
                   if t.get("state") == "SKIPPED"]
     assert skipped["display_name"] == "executor"
     assert [c["pod_name"] for c in _row(body, "prep-images")["child_tasks"]] == [
-        run_report.argo_node_id(_workflow_of(body), f"{_workflow_of(body)}.root.prep-images"
+        run_tasks.argo_node_id(_workflow_of(body), f"{_workflow_of(body)}.root.prep-images"
                                 ".executor")]  # the skipped step is prep-images' own
     read = _reader({})
     rep = run_report.outputs_report(body, docs, read, "U")
@@ -412,12 +412,12 @@ def test_a_cached_task_of_the_recorded_run_is_told_by_its_skipped_step():
     # A task that took seconds is no cached one, nor one without a skipped step.
     slow = copy.deepcopy(body)
     _row(slow, "prep-images")["end_time"] = _row(slow, "train-resnet-horovod")["end_time"]
-    assert [t.cached for t in run_report.succeeded_tasks(slow, docs)] == [False]
+    assert [t.cached for t in run_tasks.succeeded_tasks(slow, docs)] == [False]
     ran = copy.deepcopy(body)
     for t in ran["run_details"]["task_details"]:
         if t.get("state") == "SKIPPED":
             t["state"] = "SUCCEEDED"
-    assert [t.cached for t in run_report.succeeded_tasks(ran, docs)] == [False]
+    assert [t.cached for t in run_tasks.succeeded_tasks(ran, docs)] == [False]
 
 
 def test_success_without_a_kubeconfig_points_at_the_ui():
@@ -713,7 +713,7 @@ def test_submit_wait_all_cached_says_so_and_reads_no_pod(tmp_path):
     """Every task served from KFP's cache: one line per task saying so, nothing about
     pods not found (no executor pod ran; their drivers' pods say nothing of outputs)."""
     docs = _docs()
-    tasks = set(run_report.component_tasks(docs))
+    tasks = set(run_tasks.component_tasks(docs))
     with FakeKfp(script=[("PENDING", 0.2), ("RUNNING", 0.2), ("SUCCEEDED", 0)],
                  cached_tasks=tasks) as kfp, FakeKube() as kube:
         res = cli(PIPELINE, "--host", kfp.url, "--version", "v1", "--wait", "--poll", "0.05",
@@ -723,9 +723,9 @@ def test_submit_wait_all_cached_says_so_and_reads_no_pod(tmp_path):
     assert res.exit_code == 0, res.output
     url = f"{kfp.url}/#/runs/details/{run_id}"
     said = [ln for ln in res.output.splitlines() if ln.startswith("task ")]
-    labels = run_report.component_tasks(docs)
+    labels = run_tasks.component_tasks(docs)
     assert sorted(said) == sorted(
-        run_report.cached_line(run_report.Task(t, "" if labels[t] == t else labels[t]), url)
+        run_report.cached_line(run_tasks.Task(t, "" if labels[t] == t else labels[t]), url)
         for t in tasks)
     assert "not found" not in res.output and "garbage-collected" not in res.output
     assert logs == []
@@ -736,7 +736,7 @@ def test_submit_wait_fractional_eval_prints_outputs_and_nothing_for_its_importer
     and their ``child_tasks`` are the tasks after them: no line names them or a missing
     pod. plan-shards writes no record: its returned shards come from the launcher's log."""
     docs = _docs("fractional-eval")
-    kinds = {t: v["kind"] for t, v in run_report.spec_tasks(docs).items()}
+    kinds = {t: v["kind"] for t, v in run_tasks.spec_tasks(docs).items()}
     importers = sorted(t for t, k in kinds.items() if k == "importer")
     assert importers == ["importer", "importer-2"]
     root = "minio://mlpipeline/v2/artifacts/fractional-eval/x"

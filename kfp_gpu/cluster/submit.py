@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kfp_gpu import __version__
-from kfp_gpu.cluster import kfp_api, run_report, version_content
+from kfp_gpu.cluster import kfp_api, run_report, run_tasks, task_logs, version_content
 from kfp_gpu.compiler import compile as build_compile
 from kfp_gpu.parameters import command_line as pipeline_params
 
@@ -177,9 +177,9 @@ def wait_for_run(client, run_id: str, url: str, timeout: float, poll: float,
         elapsed = clock() - start
         if state != last:
             done = ""
-            rows = run_report.task_details(run)
+            rows = run_tasks.task_details(run)
             pods = [p for r in rows for p in r["pods"]]
-            tasks = [r for r in rows if not run_report.is_internal(r["name"], pods)]
+            tasks = [r for r in rows if not run_tasks.is_internal(r["name"], pods)]
             if tasks:  # component tasks only, not Argo/KFP's own nodes
                 finished = sum(r["state"] in TERMINAL_STATES for r in tasks)
                 done = f" ({finished}/{len(tasks)} tasks finished)"
@@ -242,8 +242,8 @@ def arguments(name: str, spec: dict, params: list[str] | None) -> dict:
 
 
 def log_reader(kubeconfig: str | None = None, context: str | None = None,
-               namespace: str | None = None) -> tuple[run_report.LogReader | None, str]:
-    """``(reader, why)``: a :func:`kfp_gpu.cluster.run_report.kube_log_reader` when a
+               namespace: str | None = None) -> tuple[task_logs.LogReader | None, str]:
+    """``(reader, why)``: a :func:`kfp_gpu.cluster.task_logs.kube_log_reader` when a
     kubeconfig is at hand (``kubeconfig`` / ``$KUBECONFIG`` / ``~/.kube/config`` with
     ``context``, or the in-cluster service account; :func:`kfp_gpu.kube.api_client`), else
     None and why. The task pods' namespace: ``namespace`` (``--namespace``), else the
@@ -254,12 +254,12 @@ def log_reader(kubeconfig: str | None = None, context: str | None = None,
         api = kube.api_client(kubeconfig, context)
     except RuntimeError:
         return None, "no kubeconfig to read the task logs"
-    ns = namespace or run_report.kube_namespace(kubeconfig, context) or "kubeflow"
-    return run_report.kube_log_reader(api, ns), ""
+    ns = namespace or task_logs.kube_namespace(kubeconfig, context) or "kubeflow"
+    return task_logs.kube_log_reader(api, ns), ""
 
 
 def report(outcome: Outcome, docs: list | None,
-           read_log: run_report.LogReader | None, why: str = "") -> Outcome:
+           read_log: task_logs.LogReader | None, why: str = "") -> Outcome:
     """``outcome`` with :attr:`Outcome.lines` (and its exit status) from its last run body:
     the failed component tasks of a FAILED run (:func:`run_report.failure_report`: status 2
     when every one refused its input) or the outputs of a SUCCEEDED one
@@ -304,7 +304,7 @@ def submit(pipeline: str, host: str, *, namespace: str | None = None,
            ui_host: str | None = None, token: str | None = None,
            replace: bool = False, no_cache: bool = False,
            kubeconfig: str | None = None, context: str | None = None,
-           read_log: run_report.LogReader | None = None,
+           read_log: task_logs.LogReader | None = None,
            echo: Callable[[str], None] = print) -> Outcome:
     """Upload (a version named after its content) and run ``pipeline`` on the KFP at
     ``host``; with ``wait``, tell what the run did.
