@@ -42,13 +42,13 @@ cancelled), with the official ``kubernetes`` Python client:
 9. **Nobody reconciles**: while waiting, a job whose status does not change while its
    operator's leader Lease is not renewed for twice the Lease's duration is told in one
    line, and its recovery in another (:mod:`~kfp_gpu.mpi.launch.stall`); the wait goes on.
+10. **Node lost**: a pod deleted from a lost node ends the job: deleted, ``NodeLost``
+   (:mod:`~kfp_gpu.mpi.launch.node_lost`: no operator fails it while the node is away).
 
-Each step is its own module: :mod:`~kfp_gpu.mpi.launch.attach` (1-2), :mod:`~kfp_gpu.mpi.launch.watch`
-(3), :mod:`~kfp_gpu.mpi.launch.logs` (4), :mod:`~kfp_gpu.mpi.launch.cancel` (5), over the request
-layer :mod:`~kfp_gpu.mpi.launch.jobs_api` and :mod:`~kfp_gpu.mpi.launch.retry`; records and errors are
-in :mod:`~kfp_gpu.mpi.launch.records`, the trainer's figures in :mod:`~kfp_gpu.mpi.launch.metrics`.
-This module composes them (:func:`launch`) and is the ``python -m kfp_gpu.mpi.launch.launcher``
-command.
+Each step is its own module: :mod:`.attach` (1-2), :mod:`.watch` (3), :mod:`.logs` (4),
+:mod:`.cancel` (5), over the request layer :mod:`.jobs_api` and :mod:`.retry`; records and
+errors in :mod:`.records`, the trainer's figures in :mod:`.metrics`. This module composes
+them (:func:`launch`) and is the ``python -m kfp_gpu.mpi.launch.launcher`` command.
 
 RBAC the launcher's service account needs in the namespace: manifests/rbac/role.yaml, one
 table with ``kfp_gpu.cluster.doctor.rbac.LAUNCHER_PERMISSIONS`` (tests/test_launcher_rbac.py
@@ -58,7 +58,7 @@ keeps this list, the Role's rules, its comment and the table equal)::
       pods/log: get; events: list; resourceclaimtemplates: create, delete, get, patch
 
 (``patch``: a retry takes over the owner reference; ``pods`` get/list: the launcher pod's
-log, the pending diagnosis, the owner's uid; ``events`` list: the pending diagnosis;
+log, the pending diagnosis, the owner's uid, the node check; ``events`` list: the pending diagnosis;
 ``resourceclaimtemplates`` (resource.k8s.io): a ``dra`` job's claim template, ``patch`` to
 add a job to the owners of a template it shares.)
 """
@@ -72,7 +72,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from kfp_gpu.kube import api_client
-from kfp_gpu.mpi.launch import attach, cancel, claims, owner, pending, stall, watch
+from kfp_gpu.mpi.launch import attach, cancel, claims, node_lost, owner, pending, stall, watch
 from kfp_gpu.mpi.launch.jobs_api import MPIJobClient
 from kfp_gpu.mpi.launch.logs import LauncherLogs
 from kfp_gpu.mpi.launch.records import (
@@ -220,16 +220,18 @@ class Launcher:
 
     def wait(self) -> dict:
         """:func:`kfp_gpu.mpi.launch.watch.wait_for_end` for the job followed, with a
-        :class:`~kfp_gpu.mpi.launch.pending.PendingGuard` of ``pending_timeout_s`` and a
-        :class:`~kfp_gpu.mpi.launch.stall.StallNotice` on ``operator_lease``."""
-        guard = pending.PendingGuard(self.jobs.core, self.backend, self.namespace, self.name,
-                                     self.pending_timeout_s)
+        :class:`~kfp_gpu.mpi.launch.pending.PendingGuard` of ``pending_timeout_s``, a
+        :class:`~kfp_gpu.mpi.launch.stall.StallNotice` on ``operator_lease`` and a
+        :class:`~kfp_gpu.mpi.launch.node_lost.NodeLossGuard`."""
+        where = (self.jobs.core, self.backend, self.namespace, self.name)
+        guard = pending.PendingGuard(*where, self.pending_timeout_s)
         notice = stall.notice_for(self.jobs, self.namespace, self.name, self.operator_lease)
         try:
             return watch.wait_for_end(self.jobs, self.namespace, self.name,
                                       watch_timeout_s=self.watch_timeout_s,
                                       log_tail=self.log_tail, guard=guard,
-                                      observer=notice.seen if notice else None)
+                                      observer=notice.seen if notice else None,
+                                      lost=node_lost.NodeLossGuard(*where))
         finally:
             if notice is not None:
                 notice.stop()
@@ -256,7 +258,8 @@ class Launcher:
 
         Raises:
             MPIJobFailed: the MPIJob vanished (with events and the log tail).
-            PendingTimeout: it did not start in ``pending_timeout_s``; it was deleted.
+            PendingTimeout, NodeLost: it did not start in ``pending_timeout_s``, or a pod of
+                it was deleted from a lost node; it was deleted.
         """
         _, reattached = self.create_or_attach(job, record_path)
         self.start_logs()
@@ -265,9 +268,9 @@ class Launcher:
         except cancel.CancelSignal:
             raise  # launch() deletes the job first, then stops the logs
         except MPIJobFailed as e:
-            if isinstance(e, PendingTimeout):
-                log.error("%s %s/%s did not start: %s: %s; deleting it", self.backend.kind,
-                          self.namespace, self.name, e.reason, e.message)
+            if isinstance(e, (PendingTimeout, node_lost.NodeLost)):
+                log.error("%s %s/%s: %s: %s; deleting it", self.backend.kind, self.namespace,
+                          self.name, e.reason, e.message)
                 self.delete()
             raise type(e)(e.name, e.reason, e.message, self.stop_logs(), self.events(),
                           kind=self.backend.kind) from None
@@ -305,6 +308,7 @@ def launch(job: Mapping, record_path: str | os.PathLike, api=None, *,
     Raises:
         MPIJobFailed: the job Failed (reason, message, events, last launcher log lines).
         PendingTimeout: the job was not Running after ``pending_timeout_s``; deleted.
+        NodeLost: a pod of the job was deleted from a lost node; deleted.
         LaunchCancelled: SIGTERM arrived; the job was deleted (Foreground).
         kfp_gpu.mpi.launch.claims.ClaimTemplateFailed: a ``dra`` job's claim template could
             not be made after the job was created; the job was deleted (Foreground).
@@ -351,14 +355,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Create (or re-attach to) the MPIJob or TrainJob in --job, follow it and "
         "its launcher log until it ends, delete it on SIGTERM.",
         epilog=f"Exit status: 0 Succeeded, 1 Failed, {EXIT_CANCELLED} after SIGTERM.")
-    p.add_argument("--job", required=True, metavar="FILE",
-                   help="MPIJob or TrainJob YAML/JSON file")
+    p.add_argument("--job", required=True, metavar="FILE", help="MPIJob or TrainJob YAML/JSON file")
     p.add_argument("--record", required=True, metavar="FILE",
                    help="where the resource record (apiVersion, kind, name, uid) is written")
     p.add_argument("--kubeconfig", default=None, metavar="FILE",
                    help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
-    p.add_argument("--host", default=None, metavar="URL",
-                   help="API server URL without auth (tests)")
+    p.add_argument("--host", default=None, metavar="URL", help="API server URL without auth (tests)")
     p.add_argument("--watch-timeout", type=int, default=60, metavar="S",
                    help="seconds per WATCH request (default 60)")
     p.add_argument("--backoff-initial", type=float, default=1.0, metavar="S",
@@ -375,8 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         p.error(str(e))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    # urllib3 logs each connection retry; the watch tells an outage in two lines
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # the watch tells an outage itself
     job = yaml.safe_load(Path(a.job).read_text(encoding="utf-8"))
     api = api_client(a.kubeconfig, host=a.host)
     try:

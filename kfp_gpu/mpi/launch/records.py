@@ -80,6 +80,13 @@ class PendingTimeout(MPIJobFailed):
     launcher deleted the job."""
 
 
+class NodeLost(MPIJobFailed):
+    """A pod of the job was deleted from a node that stopped answering (the taint
+    manager's ``DeletionByTaintManager``, :mod:`kfp_gpu.mpi.launch.node_lost`): the job
+    cannot go on and no operator fails it while the node is away. The launcher deleted the
+    job."""
+
+
 class LaunchCancelled(RuntimeError):
     """The run was cancelled (SIGTERM); the MPIJob was deleted."""
 

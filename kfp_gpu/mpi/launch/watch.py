@@ -78,7 +78,7 @@ class _Progress:
 
 def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout_s: int = 60,
                  log_tail: Callable[[], list[str]] = list, guard=None,
-                 observer: Callable[[dict], None] | None = None) -> dict:
+                 observer: Callable[[dict], None] | None = None, lost=None) -> dict:
     """Watch until the MPIJob is Succeeded or Failed; return its final object.
 
     Args:
@@ -88,10 +88,13 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
             (the WATCH then ends that often and resumes from the last version).
         observer: called with each version of the job seen (a
             :class:`kfp_gpu.mpi.launch.stall.StallNotice`'s ``seen``).
+        lost: a :class:`kfp_gpu.mpi.launch.node_lost.NodeLossGuard` (or None): checked as
+            ``guard`` is; the WATCH ends at least every ``lost.poll_s`` seconds.
 
     Raises:
         MPIJobFailed: the MPIJob was deleted by someone else (reason ``Deleted``).
         PendingTimeout: from ``guard`` (the job did not start in time).
+        NodeLost: from ``lost`` (a pod of the job was deleted from a lost node).
         kubernetes.client.exceptions.ApiException: non-transient errors, or transient ones
             persisting through the client's backoff.
     """
@@ -104,6 +107,8 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
         if observer is not None and obj is not None:
             observer(obj)
         guard_check(obj)
+        if lost is not None:
+            lost.check(obj)
     rv: str | None = None
     last: dict | None = None
     while True:
@@ -120,6 +125,8 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
             timeout = watch_timeout_s
             if guard is not None and not guard.done:
                 timeout = min(watch_timeout_s, guard.poll_s)
+            if lost is not None:
+                timeout = min(timeout, int(lost.poll_s))
             for event in jobs.watch(namespace, name, rv, timeout):
                 progress.answered(f"resumed the watch from resourceVersion {rv}")
                 obj = event["raw_object"]
