@@ -106,10 +106,11 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
     Raises:
         ValueError: invalid GPU request or settings (raised here, before compilation).
     """
-    request = parse(gpu)
-    # DRA: the component writes the Workers' claims itself (kfp_gpu.mpi.spec.claims) from
-    # worker_gpu; a KFP task cannot carry a claim (kfp-kubernetes 2.17) and this pod needs none.
-    worker_gpu = {"worker_gpu": request.to_text()} if request.kind == "dra" else {}
+    # The Workers' request goes to the component as its own text (worker_gpu), for every
+    # kind: the component builds the Worker pods from it (kfp_gpu.mpi.spec.mpijob
+    # worker_template: resource, claim, node selector, tolerations, annotations, env), and
+    # this task's own pod (the MPIJob client) needs no GPU.
+    worker_gpu = parse(gpu).to_text()
 
     @dsl.pipeline(name=NAME, description="Horovod ResNet on Fashion-MNIST (or synthetic "
                   "images) as a Kubeflow MPIJob: prep_images -> train_resnet_horovod -> "
@@ -154,12 +155,9 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_socket_ifname=nccl_socket_ifname, seed=seed,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
-            **worker_gpu)
+            worker_gpu=worker_gpu)
         task_settings.apply(train, "train-resnet-horovod", settings,
                             TASK_RESOURCES["train-resnet-horovod"])
-        if request.kind != "dra":
-            # Passed through to the MPIJob Workers (task_config), not applied to this pod.
-            request.apply_to_task(train)
         train.set_caching_options(False)
         return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold,
                                     settings=settings)

@@ -161,14 +161,14 @@ def test_secret_env_reaches_mpijob_and_trainjob_pods():
 
     # a dsl.TaskConfig as the 2.17 driver fills it (k8s.go extendPodSpecPatch)
     cfg = SimpleNamespace(
-        resources={"limits": {"nvidia.com/gpu": "1"}}, tolerations=[], node_selector={},
+        resources={"limits": {"cpu": "1"}}, tolerations=[], node_selector={},
         volumes=[], volume_mounts=[], env=[{"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {
                    "name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}}},
                {"name": "AWS_ENDPOINT_URL", "valueFrom": {"secretKeyRef": {
                    "name": "s3-creds", "key": "AWS_ENDPOINT_URL", "optional": True}}},
                {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                {"name": "PLAIN", "value": "1"}])
-    settings = rt.worker_settings(cfg)
+    settings = rt.worker_settings(cfg, "gpu:1")
     assert [e["name"] for e in settings["secret_env"]] == ["AWS_ACCESS_KEY_ID",
                                                            "AWS_ENDPOINT_URL"]
     assert settings["env"] == {"PLAIN": "1"}

@@ -39,6 +39,7 @@ from kfp import dsl
 from kfp_gpu import gpu
 from kfp_gpu.compiler import compile as comp
 from kfp_gpu.inputs import datadir
+from tests import kfp_driver
 from tests.containers.conftest import in_ci
 
 _root = datadir.resolve()
@@ -210,17 +211,16 @@ def test_the_fraction_pod_asks_kai_and_no_device_plugin():
 
 def task_config(docs: list[dict], pvc: bool) -> dsl.TaskConfig:
     """The TaskConfig the KFP 2.17 driver hands train_resnet_horovod
-    (backend/src/v2/driver/driver.go ``initPodSpecPatch``: resources with the accelerator
-    as a limit, the container env; driver/k8s.go: tolerations, node selector, the PVC
-    volume named after its claim)."""
+    (backend/src/v2/driver/driver.go ``initPodSpecPatch``: resources,
+    :func:`tests.kfp_driver.driver_resources`; the container env; driver/k8s.go:
+    tolerations, node selector, the PVC volume named after its claim)."""
     container, k8s = executor_for(docs, "train_resnet_horovod")
-    acc = (container.get("resources") or {}).get("accelerator") or {}
     vols, mounts = [], []
     if pvc:
         vols = [{"name": PVC["claim"], "persistentVolumeClaim": {"claimName": PVC["claim"]}}]
         mounts = [{"name": PVC["claim"], "mountPath": PVC["mount_path"]}]
     return dsl.TaskConfig(
-        resources={"limits": {acc["resourceType"]: str(acc["resourceCount"])} if acc else {}},
+        resources=kfp_driver.driver_resources(container),
         tolerations=list(k8s.get("tolerations") or []),
         node_selector=dict((k8s.get("nodeSelector") or {}).get("labels") or {}),
         env=[{"name": e["name"], "value": e["value"]} for e in container.get("env") or []],
@@ -228,8 +228,9 @@ def task_config(docs: list[dict], pvc: bool) -> dsl.TaskConfig:
 
 
 def built_mpijob(recorded: dict, request: str, pvc: bool) -> dict:
-    """The MPIJob kfp_gpu.mpi.spec builds from the compiled task's TaskConfig and the
-    recorded job's own parameters (name, workers, the trainer's args)."""
+    """The MPIJob kfp_gpu.mpi.spec builds from the compiled task's TaskConfig, its
+    ``worker_gpu`` constant (the Workers' request, as text) and the recorded job's own
+    parameters (name, workers, the trainer's args)."""
     from kfp_gpu.components.train_resnet_horovod import run_training as rt
     from kfp_gpu.mpi.spec import mpijob
 
@@ -237,7 +238,9 @@ def built_mpijob(recorded: dict, request: str, pvc: bool) -> dict:
     launcher = spec["Launcher"]["template"]["spec"]["containers"][0]
     cmd = launcher["command"]
     args = cmd[cmd.index("train-resnet") + 1:]
-    settings = rt.worker_settings(task_config(compiled("resnet-horovod", request), pvc))
+    docs = compiled("resnet-horovod", request)
+    settings = rt.worker_settings(task_config(docs, pvc),
+                                  kfp_driver.task_constants(docs)["worker_gpu"])
     opts = rt.job_options(
         name=recorded["metadata"]["name"], namespace=recorded["metadata"]["namespace"],
         image=launcher["image"], args=args, workers=spec["Worker"]["replicas"],

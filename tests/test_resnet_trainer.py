@@ -103,30 +103,49 @@ def test_execution_mode():
         rt.execution_mode("remote")
 
 
-@pytest.mark.parametrize("resources,text", [
-    ({"limits": {"nvidia.com/gpu": "8", "cpu": "4"}}, "gpu:8"),
-    ({"limits": {"nvidia.com/mig-3g.40gb": 1}}, "mig:3g.40gb"),
-    ({"limits": {"nvidia.com/gpu.shared": 1}}, "shared:1,renamed=true"),
-    ({"requests": {"cnvrg.io/metagpu": "50"}}, "metagpu:50"),
-    ({"limits": {"cpu": "2"}}, "none"), (None, "none")])
-def test_gpu_from_resources(resources, text):
-    assert rt.gpu_from_resources(resources) == text
+@pytest.mark.parametrize("gpu,text", [
+    ("gpu:8", "gpu:8"), ("mig:3g.40gb", "mig:3g.40gb"),
+    ("shared:1,renamed=true", "shared:1,renamed=true"), ("metagpu:50", "metagpu:50"),
+    ("fraction:0.5", "fraction:0.5"), ("", "none"), ("none", "none")])
+def test_worker_gpu_is_the_request_text(gpu, text):
+    """The Workers' request is the worker_gpu text, canonical (kfp_gpu.gpu.parse)."""
+    cfg = dsl.TaskConfig(resources={"limits": {"cpu": "4", "memory": "8Gi"}})
+    assert rt.worker_settings(cfg, gpu)["gpu"] == text
 
 
-def test_gpu_from_resources_errors():
-    with pytest.raises(ValueError, match="integer"):
-        rt.gpu_from_resources({"limits": {"nvidia.com/gpu": "0.5"}})
-    with pytest.raises(ValueError, match="one"):
-        rt.gpu_from_resources({"limits": {"nvidia.com/gpu": 1, "cnvrg.io/metagpu": 1}})
+@pytest.mark.parametrize("resources", [
+    {"limits": {"nvidia.com/gpu": "8", "cpu": "4"}},
+    {"requests": {"cnvrg.io/metagpu": "50"}},
+    {"limits": {"nvidia.com/mig-3g.40gb": "1"}}])
+def test_an_accelerator_on_the_task_is_refused_not_translated(resources):
+    """One channel: an accelerator set on the task (passed through as a resource) is a
+    ValueError naming the resource and worker_gpu, never read back as a request."""
+    name = next(iter({**resources.get("limits", {}), **resources.get("requests", {})}))
+    with pytest.raises(ValueError, match=rf"{name}.*worker_gpu"):
+        rt.worker_settings(dsl.TaskConfig(resources=resources), "gpu:8")
+
+
+def test_core_resources_are_not_accelerators():
+    assert rt.task_accelerators({"limits": {"cpu": "1", "memory": "1Gi",
+                                            "ephemeral-storage": "1Gi",
+                                            "hugepages-2Mi": "64Mi"}}) == []
+    assert rt.task_accelerators(None) == []
+    assert rt.task_accelerators({"limits": {"rdma/x": "1"}, "requests": {"a.b/c": "1"}}) == [
+        "a.b/c", "rdma/x"]
+
+
+def test_an_invalid_worker_gpu_is_refused_naming_the_accepted_forms():
+    with pytest.raises(ValueError, match="accepted"):
+        rt.worker_settings(dsl.TaskConfig(), "gpu:1.5")
 
 
 def test_task_config_goes_to_workers_not_launcher():
     tol = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    cfg = dsl.TaskConfig(resources={"limits": {"nvidia.com/gpu": "8", "memory": "64Gi"}},
+    cfg = dsl.TaskConfig(resources={"limits": {"memory": "64Gi"}},
                          tolerations=[tol], node_selector={"nvidia.com/gpu.product": "H100"},
                          env=[{"name": "KFP_GPU_SHARE", "value": "8.0"},
                               {"name": "S", "valueFrom": {"secretKeyRef": {}}}])
-    s = rt.worker_settings(cfg)
+    s = rt.worker_settings(cfg, "gpu:8")
     assert s["gpu"] == "gpu:8" and s["env"] == {"KFP_GPU_SHARE": "8.0"}
     assert s["worker_memory"] == "64Gi"
     args = rt.trainer_args("gs://b/w/data.npz", "", "gs://b/w", epochs=1, batch_size=32,
@@ -172,19 +191,22 @@ def test_kfp_scalar_metrics_scaling():
     assert "final_loss" not in m
 
 
-def test_compiled_pipeline_gpu_on_training_task_passed_through():
+def test_compiled_pipeline_gpu_goes_to_the_training_task_as_text():
+    """The compiled default request reaches the component as its worker_gpu text; the
+    task's own pod (the MPIJob client) carries no accelerator."""
     spec = yaml.safe_load_all((REPO / "pipelines" / "resnet_horovod.yaml").read_text())
     docs = list(spec)
     comps = docs[0]["components"]
     train = next(v for k, v in comps.items() if "train-resnet-horovod" in k)
     assert {p["field"] for p in train["taskConfigPassthroughs"]} >= {
         "RESOURCES", "KUBERNETES_TOLERATIONS", "KUBERNETES_NODE_SELECTOR"}
+    tasks = docs[0]["root"]["dag"]["tasks"]
+    worker_gpu = tasks["train-resnet-horovod"]["inputs"]["parameters"]["worker_gpu"]
+    assert worker_gpu["runtimeValue"]["constant"] == "gpu:8"
     execs = docs[0]["deploymentSpec"]["executors"]
     train_exec = next(v for k, v in execs.items() if "train-resnet-horovod" in k)
-    acc = train_exec["container"]["resources"]["accelerator"]
-    assert acc["resourceType"] == "nvidia.com/gpu" and str(acc["resourceCount"]) == "8"
+    assert "accelerator" not in (train_exec["container"].get("resources") or {})
     assert "kfp-gpu-trainer" in train_exec["container"]["image"]
-
 
 
 @pytest.mark.parametrize("name", ["small", "resnet50"])

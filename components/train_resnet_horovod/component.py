@@ -90,9 +90,12 @@ def train_resnet_horovod(
     the same trainer as ``mpirun -np local_processes`` in this container (CPU is fine);
     ``auto`` = cluster inside Kubernetes, local otherwise (kfp.local).
 
-    The Worker GPU request is what the pipeline sets on THIS task (``set_accelerator_*``,
-    tolerations, node selectors, env; passed through ``task_config``, not applied to this
-    pod), or ``worker_gpu`` (kfp_gpu.gpu text, e.g. ``gpu:8``) when given.
+    The Worker GPU request is ``worker_gpu`` (kfp_gpu.gpu text, e.g. ``gpu:8``,
+    ``mig:1g.10gb``, ``dra:gpu=1``; "" = CPU Workers): each Worker pod gets its resource or
+    claim, node selector, tolerations, annotations and env. Tolerations, node selectors,
+    env and CPU/memory set on THIS task are passed through ``task_config`` to the Workers,
+    not applied to this pod; an accelerator set on this task (``set_accelerator_*``) is a
+    ValueError: the request goes as text.
 
     Args:
         train_data, test_data: ``(uint8 [H, W, C], int32 label)`` Datasets (prep_images).
@@ -194,7 +197,7 @@ def train_resnet_horovod(
         from kfp_gpu import kube
         from kfp_gpu.mpi.spec.names import job_name
 
-        settings = rt.worker_settings(task_config)
+        settings = rt.worker_settings(task_config, worker_gpu)
         name = job_name(run_id or model.uri, task_name, prefix="resnet", instance=model.uri)
         work_dir = rt.resolve_work_dir(work_dir, model.uri, settings["volumes"], name)
         if checkpoint_dir:
@@ -210,7 +213,7 @@ def train_resnet_horovod(
             rdma_resource=rdma_resource, multus_networks=multus_networks,
             nccl_ib_hca=nccl_ib_hca, nccl_net_gdr_level=nccl_net_gdr_level,
             nccl_socket_ifname=nccl_socket_ifname, shm_size=shm_size, run_id=run_id,
-            task_name=task_name, gpu_override=worker_gpu, policy=rt.policy_settings(
+            task_name=task_name, policy=rt.policy_settings(
                 active_deadline_seconds, backoff_limit, min_available, queue,
                 priority_class, schedule_timeout_seconds, min_resources, kueue_queue))
         # ValueError here, before anything is written/created

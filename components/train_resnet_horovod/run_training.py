@@ -1,6 +1,6 @@
 """train_resnet_horovod logic: run the Horovod trainer locally (mpirun) or as an MPIJob.
 
-Pure helpers (:func:`execution_mode`, :func:`gpu_from_resources`, :func:`worker_settings`,
+Pure helpers (:func:`execution_mode`, :func:`worker_settings`,
 :func:`trainer_args`, :func:`job_options`; the mpirun line: :mod:`kfp_gpu.mpi.spec.mpirun`)
 are separate from the two runners with I/O, :func:`run_local` and :func:`run_cluster`;
 rank 0's metrics and the KFP scalars are in :mod:`.results`, the task's PVC and Secret
@@ -9,7 +9,8 @@ mounts in :mod:`.mounts` (both re-exported here).
 KFP ``TaskConfig`` (kfp 2.17, ``kfp/dsl/task_config.py``): with ``task_config_passthroughs``
 the task's resources, tolerations, node selector, env and volumes (Kubernetes JSON) are
 not applied to the task's own pod but handed to the component; :func:`worker_settings`
-turns them into the Worker settings. Volumes pass with ``apply_to_task=True``: a PVC from
+turns them and the Workers' GPU request (the ``worker_gpu`` input: the request's own text,
+the one channel for every kind) into the Worker settings. Volumes pass with ``apply_to_task=True``: a PVC from
 ``kfp.kubernetes.mount_pvc`` is on the task's pod AND on the Workers (:func:`pvc_mounts`); a
 Secret from ``kfp.kubernetes.use_secret_as_volume`` (``kfp-gpu compile --secret-volume``)
 is on the task's pod AND on the Launcher and every Worker (:func:`secret_mounts`).
@@ -69,43 +70,23 @@ def execution_mode(execution: str, environ: Mapping[str, str] | None = None) -> 
     return "cluster" if env.get(IN_CLUSTER_ENV) else "local"
 
 
-def gpu_from_resources(resources: Mapping | None) -> str:
-    """The kfp_gpu.gpu request text for the accelerator in Kubernetes ``resources``.
+#: The resources a Kubernetes container spec has besides extended resources
+#: (kubernetes/kubernetes ``pkg/apis/core/types.go``: ``ResourceCPU``, ``ResourceMemory``,
+#: ``ResourceEphemeralStorage``; ``hugepages-<size>`` by prefix). Anything else in the
+#: task's passed-through resources is an extended resource such as an accelerator.
+CORE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
-    ``nvidia.com/gpu: N`` -> ``gpu:N``; ``nvidia.com/gpu.shared: N`` ->
-    ``shared:N,renamed=true``; ``nvidia.com/mig-<P>: 1`` -> ``mig:<P>``;
-    ``cnvrg.io/metagpu: U`` -> ``metagpu:U``; none of these -> ``none``. Limits win over
-    requests (KFP writes the accelerator as a limit).
 
-    Raises:
-        ValueError: a non-integer count, or more than one accelerator resource.
-    """
-    from kfp_gpu import gpu
-
+def task_accelerators(resources: Mapping | None) -> list[str]:
+    """The extended resources (accelerators) in Kubernetes ``resources`` passed through from
+    the task (``{"limits": {...}, "requests": {...}}``; the KFP 2.17 driver writes a task's
+    ``set_accelerator_type``/``_limit`` there as a limit, ``backend/src/v2/driver/driver.go``
+    ``initPodSpecPatch``), sorted; [] when there are none (cpu, memory, ephemeral-storage
+    and ``hugepages-*`` only)."""
     res = resources or {}
-    merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
-    found = []
-    for name, qty in merged.items():
-        if name == gpu.GPU_RESOURCE:
-            found.append(("gpu", qty, ""))
-        elif name == gpu.SHARED_RESOURCE:
-            found.append(("shared", qty, ",renamed=true"))
-        elif name.startswith("nvidia.com/mig-"):
-            found.append(("mig", name[len("nvidia.com/mig-"):], ""))
-        elif name == gpu.METAGPU_RESOURCE:
-            found.append(("metagpu", qty, ""))
-    if not found:
-        return "none"
-    if len(found) > 1:
-        raise ValueError(f"more than one accelerator resource in {sorted(merged)}; "
-                         "a task carries one")
-    kind, value, suffix = found[0]
-    if kind != "mig":
-        text = str(value)
-        if not text.isdigit():
-            raise ValueError(f"accelerator count must be an integer, got {value!r}")
-        value = int(text)
-    return f"{kind}:{value}{suffix}"
+    names = {*(res.get("requests") or {}), *(res.get("limits") or {})}
+    return sorted(n for n in names
+                  if n not in CORE_RESOURCES and not n.startswith("hugepages-"))
 
 
 def cpu_worker_settings() -> dict:
@@ -115,9 +96,11 @@ def cpu_worker_settings() -> dict:
             "worker_memory_limit": "", "volumes": (), "secret_volumes": ()}
 
 
-def worker_settings(task_config) -> dict:
-    """MPIJob Worker settings from a ``dsl.TaskConfig`` (or None): a dict with ``gpu``
-    (request text), ``tolerations``, ``node_selector``, ``env`` (name -> value),
+def worker_settings(task_config, gpu: str = "none") -> dict:
+    """MPIJob Worker settings from a ``dsl.TaskConfig`` (or None) and the Workers' GPU
+    request text ``gpu`` (the component's ``worker_gpu``; "" = ``none``): a dict with
+    ``gpu`` (the request's canonical text, :func:`kfp_gpu.gpu.parse`), ``tolerations``,
+    ``node_selector``, ``env`` (name -> value),
     ``secret_env`` (the entries with ``valueFrom.secretKeyRef``, e.g. from ``kfp-gpu compile
     --secret-env``: the KFP 2.17 driver puts a task's Secret env into ``TaskConfig.env``
     when ENV is passed through, ``backend/src/v2/driver/k8s.go`` ``extendPodSpecPatch``;
@@ -127,17 +110,31 @@ def worker_settings(task_config) -> dict:
     :class:`kfp_gpu.mpi.spec.volumes.PvcMount`, :func:`pvc_mounts`) and ``secret_volumes``
     (tuple of :class:`kfp_gpu.mpi.spec.volumes.SecretMount`, :func:`secret_mounts`).
 
+    The GPU request has one channel, its text: an accelerator set on the task
+    (``set_accelerator_type``/``_limit``, passed through as a resource) is refused rather
+    than translated back into a request.
+
     Raises:
-        ValueError: ``task_config`` is None (a KFP backend too old to pass it).
+        ValueError: ``task_config`` is None (a KFP backend too old to pass it); an
+            extended resource among the task's resources (:func:`task_accelerators`); an
+            invalid ``gpu`` (from :func:`kfp_gpu.gpu.parse`, naming the accepted forms).
     """
+    from kfp_gpu import gpu as gpu_requests
+
     if task_config is None:
         raise ValueError("no task_config, so the Workers' GPUs and placement are unknown: "
                          "task_config_passthroughs needs a KFP backend >= 2.15.0 "
                          "(kubeflow/pipelines PR #12185); for CPU use cpu_worker_settings()")
     res = task_config.resources or {}
+    accelerators = task_accelerators(res)
+    if accelerators:
+        raise ValueError(f"the task's resources name {', '.join(accelerators)}: the Workers' "
+                         "GPU request is the worker_gpu input (GPU request text, e.g. gpu:8 "
+                         "or mig:1g.10gb), not an accelerator set on the task; pass "
+                         "worker_gpu and leave set_accelerator_type/limit off this task")
     requests, limits = res.get("requests") or {}, res.get("limits") or {}
     return {
-        "gpu": gpu_from_resources(res),
+        "gpu": gpu_requests.parse(gpu or "none").to_text(),
         "tolerations": list(task_config.tolerations or []),
         "node_selector": dict(task_config.node_selector or {}),
         "env": {e["name"]: str(e["value"]) for e in (task_config.env or [])
@@ -235,8 +232,9 @@ def job_options(*, name: str, namespace: str, image: str, args: Sequence[str], w
                 policy: Mapping | None = None):
     """``kfp_gpu.mpi.spec.options.MPIJobOptions`` for the trainer, validated.
 
-    The Worker GPU request is ``gpu_override`` if given, else the task's passed-through
-    accelerator (:func:`worker_settings`); the ranks run ``kfp-gpu train-resnet <args>``.
+    The Worker GPU request is ``gpu_override`` if given, else ``settings["gpu"]`` (the
+    component's ``worker_gpu`` text, :func:`worker_settings`); the ranks run ``kfp-gpu
+    train-resnet <args>``.
     The task's PVCs (``settings["volumes"]``) are mounted on the Workers at the same paths,
     with pod ``fsGroup`` 1000 (``mpiuser``) so the non-root ranks can write to them; its
     Secrets (``settings["secret_volumes"]``) on the Launcher and the Workers, read-only.

@@ -48,10 +48,10 @@ KEY_FILE = f"{SECRET_DIR}/key.json"
 
 
 def task_config(pvc_mount: Path | None) -> dsl.TaskConfig:
-    """What the pipeline sets on the task (set_accelerator_type/limit, set_cpu_limit,
-    set_memory_limit, add_toleration, add_node_selector_constraint, set_env_variable,
-    kubernetes.mount_pvc, kubernetes.use_secret_as_volume) as the KFP driver passes it
-    through: Kubernetes JSON. The PVC volume is named after the claim, as the driver does
+    """What the pipeline sets on the task (set_cpu_limit, set_memory_limit,
+    add_toleration, add_node_selector_constraint, set_env_variable, kubernetes.mount_pvc,
+    kubernetes.use_secret_as_volume) as the KFP driver passes it through: Kubernetes JSON
+    (the GPU request is the ``worker_gpu`` text, :data:`WORKER_GPU`). The PVC volume is named after the claim, as the driver does
     (backend driver/k8s.go makeVolumeMountPatch); the Secret volume after the Secret, with
     ``optional: false`` and a mount without readOnly, as the 2.17 driver writes them
     (driver/k8s.go extendPodSpecPatch, "Get secret mount information"); ``pvc_mount`` = the
@@ -63,7 +63,7 @@ def task_config(pvc_mount: Path | None) -> dsl.TaskConfig:
         volumes.append({"name": CLAIM, "persistentVolumeClaim": {"claimName": CLAIM}})
         mounts.append({"name": CLAIM, "mountPath": str(pvc_mount)})
     return dsl.TaskConfig(
-        resources={"limits": {"nvidia.com/gpu": "8", "cpu": "32", "memory": "256Gi"},
+        resources={"limits": {"cpu": "32", "memory": "256Gi"},
                    "requests": {"cpu": "32", "memory": "256Gi"}},
         tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu-training",
                       "effect": "NoSchedule"}],
@@ -76,6 +76,8 @@ def task_config(pvc_mount: Path | None) -> dsl.TaskConfig:
 
 
 TASK_CONFIG = task_config(None)
+#: The Workers' request as the compiled pipeline passes it (``worker_gpu``).
+WORKER_GPU = "gpu:8"
 
 
 def trainer_metrics_line(world_size: int, batch: int = 32) -> tuple[dict, str]:
@@ -195,7 +197,8 @@ def run_component(out: Outputs, work_dir: Path | str, **kw) -> None:
             "work_dir": str(work_dir), "namespace": NS, "image": "registry.test/horovod:1",
             "runtime_image": "registry.test/horovod:1",
             "single_gpu_img_per_sec": SINGLE_GPU_IMG_PER_SEC, "run_id": RUN_ID,
-            "task_name": TASK, "task_config": task_config(Path(work_dir).parent)}
+            "task_name": TASK, "task_config": task_config(Path(work_dir).parent),
+            "worker_gpu": WORKER_GPU}
     args.update(kw)
     train_resnet_horovod.python_func(
         train_data=out.train, test_data=out.test, model=out.model, metrics=out.metrics,
@@ -544,9 +547,8 @@ def test_a_credentials_file_outside_every_mount_is_named(caplog):
 
 def test_worker_cpu_memory_requests_and_limits_stay_separate():
     cfg = dsl.TaskConfig(resources={"requests": {"cpu": "4", "memory": "16Gi"},
-                                    "limits": {"cpu": "32", "memory": "64Gi",
-                                               "nvidia.com/gpu": "8"}})
-    s = rt.worker_settings(cfg)
+                                    "limits": {"cpu": "32", "memory": "64Gi"}})
+    s = rt.worker_settings(cfg, "gpu:8")
     opts = rt.job_options(name="resnet-res", namespace="ml", image="h:1", args=["--x"],
                           workers=2, settings=s, rdma=False, rdma_resource="rdma/rdma_shared_device_a",
                           multus_networks="",

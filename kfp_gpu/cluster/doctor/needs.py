@@ -56,8 +56,9 @@ def compiled_runtime_image(pipeline: dict) -> str:
 
 def compiled_worker_gpu(pipeline: dict) -> gpu.GpuRequest | None:
     """The ``worker_gpu`` request a compiled pipeline's distributed task passes as a
-    constant (``kfp-gpu compile --gpu 'dra:...'`` writes it there: the Workers' claim is
-    not a task resource), parsed; None when there is none or it is empty."""
+    constant (``kfp-gpu compile --gpu`` writes it there for every kind: the Workers'
+    request goes to the component as text, not as a task resource), parsed; None when
+    there is none or it is empty."""
     dags = [c.get("dag") or {} for c in (pipeline.get("components") or {}).values()]
     for dag in [pipeline.get("root", {}).get("dag") or {}, *dags]:
         for task in (dag.get("tasks") or {}).values():
@@ -79,8 +80,8 @@ def needs_from_pipeline(spec: dict, request: gpu.GpuRequest | None = None,
     executor of an MPIJob component (``MPIJOB_COMPONENTS``) or on the kfp-gpu launcher
     image means an MPIJob. ``request`` (``--gpu``)
     replaces the pipeline's own GPU settings, as ``kfp-gpu compile --gpu`` would; without
-    it a ``worker_gpu`` constant of the distributed task (a ``dra`` request compiled in,
-    :func:`compiled_worker_gpu`) is the request.
+    it a ``worker_gpu`` constant of the distributed task (the Workers' request compiled
+    in, :func:`compiled_worker_gpu`) is the request.
     """
     docs = spec if isinstance(spec, list) else [spec]
     pipeline = docs[0]
