@@ -126,7 +126,7 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
             if guard is not None and not guard.done:
                 timeout = min(watch_timeout_s, guard.poll_s)
             if lost is not None:
-                timeout = min(timeout, int(lost.poll_s))
+                timeout = min(timeout, max(1, int(lost.poll_s)))
             for event in jobs.watch(namespace, name, rv, timeout):
                 progress.answered(f"resumed the watch from resourceVersion {rv}")
                 obj = event["raw_object"]
