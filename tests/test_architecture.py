@@ -300,24 +300,18 @@ def test_component_room_has_metadata_matching_its_spec(name):
     assert meta["outputs"] == sorted([*outs.get("parameters", {}), *outs.get("artifacts", {})])
 
 
-def test_component_logic_has_tests_and_other_folders_are_shared_or_a_deprecated_name():
+def test_component_logic_has_tests_and_other_folders_are_shared():
     """docs/architecture.md's rooms: a component with a module of its own beside
     component.py has ``tests/`` (plan_shards, evaluate_shard, combine_shards have none: they
-    only call components/shared); the folders without component.py are ``shared/`` and a
-    deprecated name, whose README.md says so and whose component.yaml is another room's."""
-    specs = [p.with_name("component.yaml").read_text()
-             for p in (REPO / "components").glob("*/component.py")]
+    only call components/shared); the one folder without component.py is ``shared/``."""
     for room in sorted(p for p in (REPO / "components").iterdir() if p.is_dir()
                        and p.name != "__pycache__"):
         logic = [p.name for p in room.glob("*.py") if p.name not in ("__init__.py",
                                                                       "component.py")]
         if logic:
             assert (room / "tests").is_dir(), f"{room.name}: {logic} without tests/"
-        if room.name == "shared" or (room / "component.py").is_file():
-            continue
-        assert sorted(p.name for p in room.iterdir()) == ["README.md", "component.yaml"]
-        assert "deprecated" in (room / "README.md").read_text()
-        assert (room / "component.yaml").read_text() in specs, room.name
+        assert room.name == "shared" or (room / "component.py").is_file(), \
+            f"components/{room.name}: neither a component (component.py) nor shared/"
 
 
 def test_package_list_in_pyproject_is_generated_from_the_folders(monkeypatch):

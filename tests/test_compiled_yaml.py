@@ -14,8 +14,7 @@ TARGETS = comp.targets()
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
 def test_strict_parse(target):
     spec, platform = ir.load(target.path)
-    name = registry.DEPRECATED_COMPONENTS.get(target.name, target.name)  # a renamed one's old path
-    assert spec.pipeline_info.name == name.replace("_", "-")
+    assert spec.pipeline_info.name == target.name.replace("_", "-")
     ir.deployment(spec)  # executors parse strictly too
     if platform is not None:
         for executor in platform.platforms["kubernetes"].deployment_spec.executors:
@@ -27,24 +26,14 @@ def test_checked_in_yaml_is_current():
     assert comp.check_all() == []
 
 
-def test_renamed_component_keeps_its_old_yaml_path_for_a_release():
-    """train_resnet_mpijob was renamed train_resnet_horovod before 0.1.0: its old
-    component.yaml path still loads, as the new spec, beside a README that says so and
-    names the next minor release as the one that removes it."""
-    from kfp import components
-
-    old, new = comp.targets(only="train_resnet_mpijob")[0], comp.targets(
-        only="train_resnet_horovod")[0]
-    assert old.path.read_text() == new.path.read_text()
-    assert components.load_component_from_file(str(old.path)).name == "train-resnet-horovod"
-    note = (old.path.parent / "README.md").read_text()
-    from kfp_gpu import __version__
-
-    major, minor = (int(x) for x in __version__.split(".")[:2])
-    flat = " ".join(note.split())
-    assert "deprecated" in note and "train_resnet_horovod" in note
-    assert f"removed in {major}.{minor + 1}.0" in flat, flat
-    assert not (old.path.parent / "component.py").exists()  # not a second component
+def test_each_compiled_yaml_is_one_catalog_entry_and_no_copy():
+    """Every component.yaml under components/ is a catalog component's own (no folder keeps
+    a copy of another's spec under an old name), and no two are the same text."""
+    compiled = {t.path.resolve() for t in TARGETS}
+    on_disk = set(comp.package_dir("components").glob("*/component.yaml"))
+    assert {p.resolve() for p in on_disk} <= compiled
+    texts = [t.path.read_text(encoding="utf-8") for t in TARGETS if t.kind == "component"]
+    assert len(set(texts)) == len(texts)
 
 
 def test_check_detects_a_stale_file(tmp_path, monkeypatch):

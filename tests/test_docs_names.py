@@ -20,6 +20,16 @@ PATH = re.compile(r"(?<![\w/.-])((?:kfp_gpu|components|pipelines|benchmarks|scri
                   r"manifests|docs)/[A-Za-z0-9_./-]*[A-Za-z0-9_])")
 
 
+def removed_names() -> dict[str, str]:
+    """CHANGELOG.md [Unreleased] "Removed": each old name -> its place now, from the lines
+    ``- `OLD` -> NEW`` (a name may continue on the next line)."""
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    unreleased = text.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    section = unreleased.split("### Removed", 1)[1].split("\n### ", 1)[0]
+    flat = re.sub(r" ->\n\s+", " -> ", section)
+    return dict(re.findall(r"^\s+- `([^`]+)` -> (.+)$", flat, flags=re.MULTILINE))
+
+
 def resolves(name: str) -> bool:
     """True if ``name`` is a module, or a module followed by attributes that exist."""
     parts = name.split(".")
@@ -42,8 +52,15 @@ def mentions(pattern: re.Pattern) -> list[tuple[str, str]]:
                    for d in DOCS for m in pattern.finditer(d.read_text(encoding="utf-8"))})
 
 
+#: The old names the CHANGELOG's "Removed" lists: there they name what is gone.
+REMOVED = removed_names()
+
+
 @pytest.mark.parametrize("doc,name", mentions(DOTTED))
 def test_dotted_name_in_docs_imports(doc, name):
+    if doc == "CHANGELOG.md" and name in REMOVED:
+        assert not resolves(name), f"{doc} lists {name} as removed, but it imports"
+        return
     assert resolves(name), f"{doc} names {name}, which does not import"
 
 
@@ -52,6 +69,9 @@ def test_repository_path_in_docs_exists(doc, path):
     target = path.rstrip(".")
     if any(ch in target for ch in "*<>{}") or target in UPSTREAM:
         pytest.skip("a pattern, not a path")
+    if doc == "CHANGELOG.md" and target in REMOVED:
+        assert not (REPO / target).exists(), f"{doc} lists {path} as removed, but it exists"
+        return
     assert (REPO / target).exists() or (REPO / doc).parent.joinpath(target).exists(), (
         f"{doc} names {path}, which does not exist")
 
@@ -100,16 +120,32 @@ def test_local_runs_have_their_own_room():
     assert '"kfp_gpu.cluster | kfp_gpu.local"' in toml
 
 
-def test_package_rooms_of_issue_38():
-    """Issue 38: build/ became compiler/, release/ and parameters/ (declared, command_line),
-    the input modules inputs/; the docs name only the new places (the CHANGELOG tells the
-    move) and docs/architecture.md shows each room in its picture and its package table."""
-    import kfp_gpu
+def test_the_changelog_names_each_removed_name_and_the_docs_only_the_new_places():
+    """The package rooms (build/ became compiler/, release/ and parameters/ (declared,
+    command_line), the input modules inputs/) and the component's old folder: the CHANGELOG
+    names each old name and its place now, every new place exists and no old one does;
+    the other docs name only the new places, and docs/architecture.md shows each room in
+    its picture and its package table."""
+    import importlib.util
 
+    moves = removed_names()
+    assert "kfp_gpu.build.params" in moves and "kfp_gpu.storage" in moves
     text = "\n".join(d.read_text(encoding="utf-8") for d in DOCS if d.name != "CHANGELOG.md")
-    for old in kfp_gpu._MOVED:
-        assert re.search(rf"{re.escape(old)}(?!\w)", text) is None, old
-        assert re.search(rf"{re.escape(old.replace('.', '/'))}(?![\w])", text) is None, old
+    for old, new in moves.items():
+        for name in re.findall(r"`([^`]+)`", new):
+            if name.startswith("kfp_gpu"):
+                assert importlib.util.find_spec(name) is not None, name
+            else:
+                assert (REPO / name).exists(), name
+        if old.startswith("kfp_gpu"):
+            root = REPO / "kfp_gpu" / Path(*old.split(".")[1:])
+            assert not root.exists() and not root.with_suffix(".py").exists(), old
+            assert re.search(rf"{re.escape(old)}(?!\w)", text) is None, old
+            assert re.search(rf"{re.escape(old.replace('.', '/'))}(?![\w])", text) is None, old
+        else:
+            assert not (REPO / old).exists(), old
+            assert re.search(rf"{re.escape(Path(old).parent.as_posix())}(?![\w])", text) \
+                is None, old
     arch = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
     for room in ("compiler", "release", "parameters", "inputs"):
         assert f"| `kfp_gpu/{room}/` |" in arch and f"{room}/" in arch.split("```")[1]

@@ -388,16 +388,10 @@ def test_every_component_folder_has_a_readme_with_its_inputs_outputs_and_gpu():
 
     assert "Each component folder has a README with its inputs, outputs and GPU request" in \
         _readme()
-    from kfp_gpu.compiler.registry import DEPRECATED_COMPONENTS
-
     for spec in sorted((REPO / "components").glob("*/component.yaml")):
         readme = spec.parent / "README.md"
         assert readme.is_file(), f"{spec.parent.name}: no README.md"
         text = readme.read_text(encoding="utf-8")
-        new = DEPRECATED_COMPONENTS.get(spec.parent.name)
-        if new:  # an old name: its README sends the reader to the new one's
-            assert f"../{new}/README.md" in text, f"{readme.relative_to(REPO)}: no link to {new}"
-            text = (REPO / "components" / new / "README.md").read_text(encoding="utf-8")
         root = yaml.safe_load(spec.read_text(encoding="utf-8"))["root"]
         names = [n for part in ("inputDefinitions", "outputDefinitions")
                  for kind in ("parameters", "artifacts")

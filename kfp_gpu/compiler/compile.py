@@ -60,9 +60,6 @@ def targets(output_dir: Path | None = None, only: str | None = None) -> list[Tar
     pipe_root = output_dir / "pipelines" if output_dir else package_dir("pipelines")
     out = [Target("component", n, r, comp_root / n / "component.yaml")
            for n, r in registry.COMPONENTS.items()]
-    # The old path of a renamed component carries the new spec (registry.DEPRECATED_COMPONENTS).
-    out += [Target("component", old, registry.COMPONENTS[new], comp_root / old / "component.yaml")
-            for old, new in registry.DEPRECATED_COMPONENTS.items()]
     out += [Target("pipeline", n, r, pipe_root / f"{n.replace('-', '_')}.yaml")
             for n, r in registry.PIPELINES.items()]
     if only:

@@ -26,11 +26,6 @@ COMPONENTS_PACKAGE = "kfp_gpu.components"
 PIPELINES_PACKAGE = "kfp_gpu.pipelines"
 #: Component folders that are not components.
 NOT_COMPONENTS = ("shared",)
-#: Renamed components: old folder -> new name. The old folder keeps only a compiled
-#: ``component.yaml`` (the new component's spec, kept current by ``compile --check``) and a
-#: README with the deprecation note, so ``load_component_from_file``/``_url`` on the old path
-#: works for one release (0.2.x); removed in 0.3.0.
-DEPRECATED_COMPONENTS = {"train_resnet_mpijob": "train_resnet_horovod"}
 
 
 def package_dir(package: str) -> Path:
