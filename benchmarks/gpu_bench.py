@@ -1,4 +1,4 @@
-"""Issue 14 on a real GPU: cuDNN LSTM vs generic kernel, K processes sharing one GPU, ResNet-50.
+"""On a real GPU: cuDNN LSTM vs generic kernel, K processes sharing one GPU, ResNet-50.
 
 The lent GPU machine has PyTorch but no TensorFlow, so the Keras models of this suite run
 there with ``KERAS_BACKEND=torch`` (keras 3.15.1 and its missing needs, namex and optree,

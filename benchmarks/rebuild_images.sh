@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Image rebuild time after a one-line change to one .py file (issue 30 item 3).
+# Image rebuild time after a one-line change to one .py file.
 #
 #   bash benchmarks/rebuild_images.sh [--rev REV]
 #

@@ -1,4 +1,4 @@
-"""Shell commands in the docs (issue 32 item 1, issue 37 item 3): run a block as written
+"""Shell commands in the docs: run a block as written
 with bash, and, for a block that does not run here, check each command against what it
 names (CLI options, modules, scripts, make targets, repository paths).
 

@@ -1,4 +1,4 @@
-"""Comparing what a page shows with what was produced (issue 37 item 3; used by
+"""Comparing what a page shows with what was produced (used by
 tests/doc_blocks.py).
 
 Console output is literal. A page marks what may differ, and nothing else does:

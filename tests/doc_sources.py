@@ -1,5 +1,5 @@
 """Where a YAML/JSON block's data comes from: ``<!-- docs-test: source=KIND:WHAT[#SELECT] -->``
-(issue 37 item 3; used by tests/doc_blocks.py). Each returns a list of documents:
+(used by tests/doc_blocks.py). Each returns a list of documents:
 
 - ``python:EXPR``: an expression in the page's namespace (its Python blocks above, visible
   or ``invisible-code-block``), e.g. what a builder returns; a list is several documents;

@@ -1,4 +1,4 @@
-"""The inventory of bad inputs (issue 22 "How to find the rest", items 6, 7, 9-12).
+"""The inventory of bad inputs: options, parameters, files and environments a user gets wrong.
 
 Each case states what the user types (argv, with the environment and the files it
 prepares), the exit status, and a regex of the ONE line the user sees; no case may show a
@@ -65,7 +65,7 @@ REVIEWS = "review,sentiment\ngood film,positive\nbad film,negative\n"
 
 
 def _data_files(tmp: Path) -> None:
-    """Data files a new user might point a pipeline at (issue 30 item 1): real bytes."""
+    """Data files a new user might point a pipeline at: real bytes."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -530,7 +530,7 @@ def test_classify_third_party_errors_without_importing_them_first():
 
 @pytest.mark.parametrize("host", [NO_ENGINE, "tcp://127.0.0.1:1"])
 def test_an_unreachable_docker_engine_has_its_own_rule(host, monkeypatch):
-    """Issue 30 item 6: the Docker SDK's own error from a real engine-less client, told by
+    """The Docker SDK's own error from a real engine-less client, told by
     its cause (a connection failure), not by its text."""
     import docker
 
@@ -546,7 +546,7 @@ def test_an_unreachable_docker_engine_has_its_own_rule(host, monkeypatch):
 
 
 def test_trainjob_run_local_is_there_as_the_docs_say():
-    """Issue 30 item 6: README and docs/architecture.md name `kfp-gpu trainjob run-local`;
+    """README and docs/architecture.md name `kfp-gpu trainjob run-local`;
     it is the same command as `mpijob run-local` (either kind of file)."""
     res = CliRunner().invoke(app, ["trainjob", "run-local", "--help"])
     assert res.exit_code == 0 and "TrainJob" in res.output
@@ -696,7 +696,7 @@ def test_a_training_failure_keeps_its_traceback_for_the_rank_log(monkeypatch):
     assert res.output.rstrip().splitlines()[-1].startswith("error: internal error: RuntimeError")
 
 
-# ------------------------------------------- a task that fails: four lines (issue 30 item 1)
+# ------------------------------------------- a task that fails: four lines
 @pytest.mark.timeout(180)
 def test_a_failed_task_ends_in_four_lines_and_exit_2_for_its_input(tmp_path):
     """prep-text runs under kfp.local and refuses labels that are not the two declared

@@ -1,4 +1,4 @@
-"""CI's control-plane tier rule (issue 37 item 1), without Go and without running .ci/run.
+"""CI's control-plane tier rule, without Go and without running .ci/run.
 
 The rule (README "CI"): a tier whose build fails fails CI, with the last lines of its build
 log; only a tier skipped for CI's time budget skips, printed with its reason, and its

@@ -40,7 +40,7 @@ def test_run_local_bad_pvc_exits_2_naming_the_accepted_form(tmp_path):
 
 
 
-# ---------------------------------------------------------------- issue 22 item 8
+# ---------------------------------------------------------------- no Docker engine
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 

@@ -1,4 +1,4 @@
-"""``kfp-gpu compile`` output is all or nothing (issue 22 item 3).
+"""``kfp-gpu compile`` output is all or nothing.
 
 A failure after some targets compiled must leave the output folder as it was (absent, or
 with its old files) and no temp folder beside it; the package folders get no file at all.

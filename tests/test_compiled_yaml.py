@@ -62,7 +62,7 @@ def test_imdb_lstm_requests_one_whole_gpu_on_the_train_task_only():
 
 
 def test_compile_with_another_gpu_and_registry(tmp_path):
-    # the registry is an argument (issue 21 item 1): no environment, no module reloads
+    # the registry is an argument: no environment, no module reloads
     comp.compile_all(tmp_path, gpu="gpu:2", only="imdb-lstm", registry="registry.example.com/ml")
     spec, _ = ir.load(tmp_path / "pipelines" / "imdb_lstm.yaml")
     c = ir.container(spec, "train-text-classifier")

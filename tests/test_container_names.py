@@ -1,4 +1,4 @@
-"""Container tests name what they create uniquely per test session (issue 30 item 4).
+"""Container tests name what they create uniquely per test session.
 
 Two test sessions on one Docker engine (two helpers, CI and a developer) ran the same job
 names: container names are engine-wide, so one session's run found or removed the other's

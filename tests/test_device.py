@@ -52,7 +52,7 @@ def test_share_rounds_down_and_reserve_is_subtracted():
 
 
 def test_default_reserve_applies_to_absolute_caps_and_refuses_tiny_shares():
-    """Issue 11 item 3: headroom for the CUDA context/libraries outside TensorFlow's pool."""
+    """Headroom for the CUDA context/libraries outside TensorFlow's pool."""
     assert R == 768
     assert memory_cap.plan(gpu.parse("gpu-memory:8192").env(), 40960)["limit_mib"] == 8192 - 768
     with pytest.raises(ValueError, match="reserve"):

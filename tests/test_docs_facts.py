@@ -1,4 +1,4 @@
-"""What the docs state is true (issue 32 item 2): file names and ``module.name`` references
+"""What the docs state is true: file names and ``module.name`` references
 of this repository, paths under tests/ and .github/, the exit codes, the versions a
 deprecation names, and the figures' provenance. tests/test_docs_names.py checks the
 ``kfp_gpu.`` dotted names and the other repository paths; tests/test_docs_run.py runs the

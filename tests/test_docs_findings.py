@@ -1,6 +1,6 @@
-"""The findings of issue 32 fixed at their root: one data folder (3), the trainer's missing
-input in one line (7), the fractional-eval summary (8), help that reads like kubectl's (9),
-the benchmarks' imports (10). The docs' own blocks run in tests/test_docs_run.py."""
+"""Findings of a newcomer's read of the docs, fixed at their root: one data folder, the
+trainer's missing input in one line, the fractional-eval summary, help that reads like
+kubectl's, the benchmarks' imports. The docs' own blocks run in tests/test_docs_run.py."""
 
 from __future__ import annotations
 

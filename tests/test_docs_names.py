@@ -77,7 +77,7 @@ def test_repository_path_in_docs_exists(doc, path):
 
 
 def test_the_stale_names_the_issue_found_are_gone():
-    """Names that were in docs/ before the kfp_gpu/mpi rooms (issue 20)."""
+    """Names that were in docs/ before the kfp_gpu/mpi rooms."""
     text = "\n".join(d.read_text(encoding="utf-8") for d in DOCS)
     for stale in ("kfp_gpu.device.apply_gpu_share", "kfp_gpu.mpijob.build",
                   "kfp_gpu.mpijob.to_yaml", "kfp_gpu/mpi/local_runner", "kfp_gpu/mpi/local_plan"):
@@ -101,7 +101,7 @@ def test_architecture_shows_the_three_rooms_and_where_to_change_things():
 
 
 def test_local_runs_have_their_own_room():
-    """Issue 30 item 5: local runs live in kfp_gpu/local (run, docker, interrupt, log), the
+    """Local runs live in kfp_gpu/local (run, docker, interrupt, log), the
     remote side in kfp_gpu/cluster; the picture and the tables say so, the old names are gone."""
     for module in ("run", "docker", "interrupt", "log"):
         assert resolves(f"kfp_gpu.local.{module}")

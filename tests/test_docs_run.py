@@ -1,4 +1,4 @@
-"""Docs that run (issue 32 item 1, issue 37 item 3): every code block of README.md,
+"""Docs that run: every code block of README.md,
 docs/*.md, components/*/README.md, images/README.md, manifests/README.md,
 testcluster/README.md and tests/*/README.md is executed as written, compared with
 what it shows, or -- where it needs what no test run has -- checked against what it names
@@ -198,7 +198,7 @@ def census() -> dict[str, collections.Counter]:
 
 def test_blocks_that_need_nothing_this_machine_lacks_are_run():
     """Only blocks whose ``# needs:`` words name what no test run has are merely checked;
-    every other shell, console and Python block runs (issue 37 item 3a)."""
+    every other shell, console and Python block runs."""
     for doc in documents():
         for ex in doc_blocks.parse(REPO / doc):
             if doc_blocks.language(ex) in (*doc_blocks.SHELL, "console", "python"):
@@ -346,7 +346,7 @@ def test_inline_commands_name_real_options(doc):
     assert not problems, "\n".join(problems)
 
 
-# -- what the prose says about the repository itself (issue 37 item 3e) ------------------
+# -- what the prose says about the repository itself ------------------------------------
 
 
 def _readme() -> str:

@@ -244,7 +244,7 @@ def test_kfp_api_not_answering(tmp_path):
 
 
 def test_kfp_check_is_shown_when_the_kubernetes_api_does_not_answer(tmp_path):
-    """issue 22 item 9: --kfp-host's result is in the report even without a cluster, and an
+    """--kfp-host's result is in the report even without a cluster, and an
     unreachable Kubernetes API is exit status 3 (not 1: nothing was judged)."""
     kc = tmp_path / "kubeconfig"
     kc.write_text(yaml.safe_dump({

@@ -1,4 +1,4 @@
-"""kfp-gpu doctor and Dynamic Resource Allocation (issue 29 item 5), against the Kubernetes
+"""kfp-gpu doctor and Dynamic Resource Allocation, against the Kubernetes
 API double (tests/doubles/k8s_cluster.py) serving resource.k8s.io/v1 DeviceClasses and
 ResourceSlices shaped as NVIDIA's DRA driver publishes them (tests/doubles/nvidia_dra.py),
 with the real RBAC manifests. The fake objects themselves validate strictly against

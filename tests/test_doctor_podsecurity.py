@@ -1,4 +1,4 @@
-"""kfp-gpu doctor reads the namespace's Pod Security labels (issue 11 item 14): baseline or
+"""kfp-gpu doctor reads the namespace's Pod Security labels: baseline or
 restricted enforcement rejects RDMA Workers, which add IPC_LOCK. The pure judgement on
 recorded nodes, then the command against the Kubernetes API double (tests/doubles)."""
 

@@ -1,4 +1,4 @@
-"""One exit-code rule for faults in this process and in a task (issue 37 item 5): input -> 2,
+"""One exit-code rule for faults in this process and in a task: input -> 2,
 environment -> 3, job or internal -> 1 (kfp_gpu.cli.errors; README "Exit codes").
 
 A full disk is real here: writing to /dev/full fails with ENOSPC (no mount needed), and as

@@ -91,7 +91,7 @@ def test_compiles_with_fractional_requests(gpu, shards_k, annotations, resource,
     assert env["KFP_GPU_KIND"] == (gpu or "fraction").split(":")[0]
     cfg = ir.k8s_config(platform, label)
     # KAI gives the fraction to the named container: KFP's component container is "main"
-    # (Argo's "wait" comes first), issue 11 item 1.
+    # (Argo's "wait" comes first).
     assert dict(cfg.pod_metadata.annotations) == annotations
     assert [(t.key, t.operator, t.effect) for t in cfg.tolerations] == \
         [("nvidia.com/gpu", "Exists", "NoSchedule")]

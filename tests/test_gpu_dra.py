@@ -1,4 +1,4 @@
-"""The ``dra`` GPU request kind (issue 29): text form and refusals, the ResourceClaimTemplate
+"""The ``dra`` GPU request kind: text form and refusals, the ResourceClaimTemplate
 it builds, the MPIJob Workers' and TrainJob nodes' claims, KFP tasks, the memory cap.
 
 Schemas: the ResourceClaimTemplate and the pods are validated strictly against Kubernetes

@@ -1,4 +1,4 @@
-"""sshd host keys made when a Worker starts (issue 30 item 2), with the real ssh-keygen.
+"""sshd host keys made when a Worker starts, with the real ssh-keygen.
 
 The container test (tests/containers/test_worker_ssh.py) shows two Workers of one image
 with different keys and mpirun across them; here the pieces, without Docker.

@@ -122,7 +122,7 @@ def test_base_images_pinned_and_user_non_root(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_package_version_is_image_tag(name):
-    """One version (issue 23 item 5): kfp_gpu.__version__, which pyproject reads (dynamic,
+    """One version: kfp_gpu.__version__, which pyproject reads (dynamic,
     attr) and scripts/build-images.sh reads for the tags; the Dockerfiles' default equals it."""
     project = _pyproject()
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
@@ -305,7 +305,7 @@ def test_dockerd_config_template():
         assert config["default-ulimits"][limit]["Hard"] == 10000
 
 
-# -- ImageSet: the registry and tag as values (issue 21 item 1) ------------------------------
+# -- ImageSet: the registry and tag as values ------------------------------
 
 
 @pytest.mark.parametrize("registry", [
@@ -357,7 +357,7 @@ def test_apply_renames_whole_references_only():
         "# image: [Default: 'r.example.com/ml/kfp-gpu-horovod:9']\n" f"# {d}rc1 x/{d}\n")
 
 
-# -- pinned digests (issue 23 item 3) ---------------------------------------------------------
+# -- pinned digests ---------------------------------------------------------
 
 DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
@@ -620,7 +620,7 @@ def test_compile_pin_digests_reaches_executors_mpijob_defaults_and_runtime(regis
 
 @pytest.mark.parametrize("name", NAMES)
 def test_dependencies_come_before_the_source(name):
-    """Issue 30 item 3: every dependency install (TensorFlow, Horovod, kfp, the wheelhouse)
+    """Every dependency install (TensorFlow, Horovod, kfp, the wheelhouse)
     is above the first COPY of the project's source, the dependency layer's cache key is the
     dependency list read from pyproject.toml (not the file), and the runtime stage copies
     the dependencies' venv before it installs the project's wheel, so a .py change
@@ -644,7 +644,7 @@ def test_dependencies_come_before_the_source(name):
 
 
 def test_horovod_image_bakes_no_ssh_host_key():
-    """Issue 30 item 2: the host keys openssh-server's postinst made are deleted in the
+    """The host keys openssh-server's postinst made are deleted in the
     build, and the Worker's sshd config names a key made at start first."""
     text = _dockerfile("horovod").replace("\\\n", " ")
     assert "rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub" in text

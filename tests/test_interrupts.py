@@ -1,4 +1,4 @@
-"""SIGINT/SIGTERM stop a local run's whole process tree (issue 22 items 1 and 2).
+"""SIGINT/SIGTERM stop a local run's whole process tree.
 
 The unit tests run :func:`kfp_gpu.local.interrupt.guard` in a child Python (signals and
 the child-subreaper flag stay out of pytest's process). The ``slow`` tests start the real
@@ -140,8 +140,8 @@ def test_signal_to_the_cli_stops_the_run(tmp_path, shared_data, sig, code):
 @pytest.mark.slow
 def test_a_finished_run_leaves_no_temp_folders(tmp_path, shared_data):
     """kfp.local's per-task ``mktemp -d`` folders and its ``kfp-workspace-*`` folder are
-    the run's own temp folder, removed at the end (issue 22 item 2); the summary JSON is
-    written and names only paths that exist (item 5)."""
+    the run's own temp folder, removed at the end; the summary JSON is
+    written and names only paths that exist."""
     import json
 
     proc, tmpdir = _start_cli(tmp_path, shared_data, "--summary-json", "summary.json")

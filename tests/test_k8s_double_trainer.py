@@ -39,7 +39,7 @@ def test_served_table_names_the_four_kinds():
     assert {(s.api_version, s.kind, s.namespaced) for s in SERVED.values()} == {
         ("kubeflow.org/v2beta1", "MPIJob", True), (f"{G}/{V}", "TrainJob", True),
         (f"{G}/{V}", "ClusterTrainingRuntime", False),
-        ("resource.k8s.io/v1", "ResourceClaimTemplate", True)}  # dra jobs (issue 29)
+        ("resource.k8s.io/v1", "ResourceClaimTemplate", True)}  # dra jobs
 
 
 def test_trainjob_create_get_list_delete(kube, api):

@@ -179,7 +179,7 @@ def test_non_transient_error_is_not_retried(kube, tmp_path):
 
 
 def test_reattach_is_the_deterministic_name_and_409_not_the_record(kube, tmp_path):
-    """Issue 21 item 9: a KFP retry runs in a new pod, which never sees the earlier
+    """A KFP retry runs in a new pod, which never sees the earlier
     attempt's record; the retry re-attaches through POST -> 409 -> GET even where a record
     happens to be at the path (it is not read, only overwritten)."""
     kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
@@ -290,7 +290,7 @@ def test_second_sigterm_does_not_stop_the_delete(kube, tmp_path):
 
 
 def test_sigterm_sends_the_delete_first_with_a_short_timeout(kube, tmp_path, monkeypatch):
-    """Issue 21 item 3: KFP's Terminate reaches the component as a SIGTERM that Argo's
+    """KFP's Terminate reaches the component as a SIGTERM that Argo's
     emissary forwards to the whole process group, and the container ends about a second
     later (kfp_gpu.mpi.launch.cancel). So the DELETE is the first request the cancel path
     sends, at once, with a short request timeout; the log stream is stopped after it. A
@@ -429,7 +429,7 @@ def test_e2e_real_cluster(tmp_path):
 
 
 def test_retry_meets_a_job_being_deleted_waits_and_creates_anew(kube, tmp_path):
-    """Issue 11 item 11: an MPIJob with deletionTimestamp is gone-to-be, not re-attachable."""
+    """An MPIJob with deletionTimestamp is gone-to-be, not re-attachable."""
     kube.controller = ScriptedController(outcome="Succeeded", log=["x"], step_s=0.05)
     record = tmp_path / "rec.json"
     first = launcher.Launcher(kube.api_client(), backoff=FAST)
@@ -448,12 +448,12 @@ def test_retry_meets_a_job_being_deleted_waits_and_creates_anew(kube, tmp_path):
     assert result.status == "Succeeded" and not result.reattached
     assert result.record.uid != old["metadata"]["uid"]
     assert kube.deletes == []  # we did not delete it a second time
-    # first create, the retry's 409 (by name, issue 21 item 9), the create after it went
+    # first create, the retry's 409 (by name), the create after it went
     assert [r.status for r in kube.requests if r.method == "POST"] == [201, 409, 201]
 
 
 def test_every_api_call_has_a_request_timeout(kube):
-    """Issue 11 item 12: no Kubernetes API call may wait forever."""
+    """No Kubernetes API call may wait forever."""
     from kfp_gpu.mpi.launch import jobs_api
 
     jobs = jobs_api.MPIJobClient(kube.api_client(), backoff=FAST)
@@ -480,7 +480,7 @@ def test_every_api_call_has_a_request_timeout(kube):
     assert all(t == jobs_api.REQUEST_TIMEOUT_S for _, t in seen)
 
 
-# ---------------------------------------------------------------- issue 11 item 10: pending
+# ---------------------------------------------------------------- pending
 # (the statuses: tests/doubles/pod_statuses.py)
 
 
@@ -553,7 +553,7 @@ def test_pending_diagnosis_reads_pod_status_before_events():
     assert pending.diagnose([], []) is None
 
 
-# ---------------------------------------------------------------- issue 11 item 12: owner
+# ---------------------------------------------------------------- owner
 COMPONENT_POD = "resnet-pipeline-x7k2q-system-container-impl-2345678"
 
 
@@ -694,7 +694,7 @@ def test_owner_pod_from_the_kfp_environment(tmp_path):
 
 
 def test_every_request_of_a_launch_carries_a_timeout(kube, tmp_path, monkeypatch):
-    """Issue 11 item 12: every Kubernetes API request the launcher makes (job CRUD, watch,
+    """Every Kubernetes API request the launcher makes (job CRUD, watch,
     pod lists, logs, events, the owner's GET, the pending diagnosis, the delete) goes out
     with a ``_request_timeout``: a total, or connect and read both set."""
     from kubernetes.client import rest
@@ -727,7 +727,7 @@ def test_every_request_of_a_launch_carries_a_timeout(kube, tmp_path, monkeypatch
     assert untimed == []
 
 
-# ---------------------------------------------------------------- issue 11 item 18: restarts
+# ---------------------------------------------------------------- restarts
 def test_a_restarted_launcher_container_prints_its_new_lines_and_no_old_one(kube, tmp_path):
     """The Launcher container restarts in place (restartPolicy OnFailure): restartCount
     goes up and its log starts over with FEWER lines than the old one had. Counting lines
@@ -816,7 +816,7 @@ def test_a_job_that_ends_while_its_pod_is_listed_still_shows_its_log(kube):
     assert sunk == ["epoch 1 done"]
 
 
-# ------------------------------------------------- issue 21 item 4: Kueue (suspended job)
+# ------------------------------------------------- Kueue (suspended job)
 def test_a_job_queued_in_kueue_waits_suspended_past_the_pending_timeout(kube, tmp_path, caplog):
     """Kueue holds the MPIJob suspended (runPolicy.suspend) until it has quota; the launcher
     accepts that, says which queue it waits in, and does not count the wait against

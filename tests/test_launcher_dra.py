@@ -1,4 +1,4 @@
-"""The launcher and a ``dra`` job's ResourceClaimTemplate (issue 29 item 2), against the
+"""The launcher and a ``dra`` job's ResourceClaimTemplate, against the
 Kubernetes API double (tests/doubles: real HTTP; ownerReference garbage collection as
 kubernetes/kubernetes pkg/controller/garbagecollector does it, see the double's docstring).
 

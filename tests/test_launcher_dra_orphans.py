@@ -1,4 +1,4 @@
-"""Issue 37 item 4: the two ways a ``dra`` job's claim template could orphan something,
+"""The two ways a ``dra`` job's claim template could orphan something,
 against the Kubernetes API double (tests/doubles/k8s_api.py: real HTTP; ownerReference
 garbage collection as kubernetes/kubernetes pkg/controller/garbagecollector does it: a
 dependent with one live owner stays and loses only its gone owners' references).
@@ -155,7 +155,7 @@ def test_a_failed_delete_is_said_in_the_same_line(kube, tmp_path):
 
 
 def test_without_the_fix_the_job_would_stay(kube, tmp_path, monkeypatch):
-    """The check can fail: ensure_template alone (the launcher before issue 37) leaves the
+    """The check can fail: ensure_template alone (the launcher before the orphan checks) leaves the
     job after a 403."""
     monkeypatch.setattr(launch_claims, "ensure_template_or_delete_job",
                         lambda jobs, job, **kw: launch_claims.ensure_template(jobs, job))
@@ -201,7 +201,7 @@ def test_two_trainjobs_both_own_the_shared_template_and_the_first_ones_end_leave
 
 def test_a_single_owner_template_goes_with_its_job(kube):
     """The double's collector is the judge above: with tj-a the only owner, its deletion
-    takes the template (what happened to a sharing job's template before issue 37)."""
+    takes the template (what happened to a sharing job's template before the orphan checks)."""
     jobs = jobs_api.MPIJobClient(kube.api_client(), backoff=FAST, backend=backends.TRAINJOB)
     a = jobs.create("ml", make_trainjob("dra:mig=1g.10gb", "tj-a"))
     launch_claims.ensure_template(jobs, a)

@@ -1,4 +1,4 @@
-"""The launcher's RBAC said once (issue 21 item 16): the Role's rules
+"""The launcher's RBAC said once: the Role's rules
 (manifests/rbac/role.yaml), the ``grants:`` line of its header comment, the ``grants:`` line
 of the launcher's docstring (kfp_gpu.mpi.launch.launcher) and the doctor's table
 (kfp_gpu.cluster.doctor.rbac.LAUNCHER_PERMISSIONS) must all name the same
@@ -58,7 +58,7 @@ def test_role_comment_rules_docstring_and_doctor_table_agree():
 
 
 def test_the_parser_sees_a_disagreeing_comment():
-    """The old header comment (before issue 21 item 16), in the same form: the check above
+    """The old header comment (before the table was said once), in the same form: the check above
     would have failed on it."""
     old = ("# grants: mpijobs, trainjobs: create, get, list, watch, delete; pods: get, list, "
            "watch;\n#   pods/log: get; events: list\n")

@@ -1,5 +1,5 @@
 """kfp_gpu.training.launcher_start: a queued job's Launcher waits for the Workers' sshd
-(issue 21 item 4, mpi-operator issue 615), with real sockets and a real process."""
+(kubeflow/mpi-operator issue 615), with real sockets and a real process."""
 
 from __future__ import annotations
 

@@ -160,7 +160,7 @@ def test_e2e_real_cluster_trainjob(tmp_path):
 
 
 def test_a_trainjob_whose_nodes_never_start_is_deleted_with_the_reason(kube, tmp_path):
-    """Issue 11 item 10 for the TrainJob: its pods are found by JobSet's label, and
+    """The pending timeout for the TrainJob: its pods are found by JobSet's label, and
     ``jobsStatus.active`` (pending pods count) does not count as started."""
     from tests.doubles.pod_statuses import UNSCHEDULABLE
 

@@ -1,4 +1,4 @@
-"""`kfp-gpu run --local --runner docker` pieces that need no engine (issue 10 item 2)."""
+"""`kfp-gpu run --local --runner docker` pieces that need no engine."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_root_writable_by_image_user_and_local_tags(tmp_path, monkeypatch):
     local_docker.prepare_root(str(root))
     assert stat.S_IMODE(root.stat().st_mode) == 0o1777
     # The components name the default set (the local tags) whatever the environment says:
-    # the registry is a compile argument, never an environment read (issue 21 item 1).
+    # the registry is a compile argument, never an environment read.
     monkeypatch.setenv("KFP_GPU_REGISTRY", "registry.example.com/team")
     from kfp_gpu.components.prep_text.component import prep_text
 

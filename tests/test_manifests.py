@@ -37,7 +37,7 @@ LAUNCHER_RULES = {
     ("kubeflow.org", "mpijobs"): {"create", "get", "list", "watch", "delete", "patch"},
     ("trainer.kubeflow.org", "trainjobs"): {"create", "get", "list", "watch", "delete",
                                             "patch"},
-    ("", "pods"): {"get", "list"},  # issue 11 item 19: no verb nothing uses
+    ("", "pods"): {"get", "list"},  # no verb nothing uses
     ("", "pods/log"): {"get"},
     ("", "events"): {"list"},
     ("resource.k8s.io", "resourceclaimtemplates"): {"create", "get", "delete",

@@ -209,7 +209,7 @@ def test_ssh_secret_modes_and_group_as_kubelet_gives_them():
     """setupSSHOnPod's defaultMode (0600 only for /root/.ssh, else the Secret volume default
     0644) and, with a pod fsGroup, kubelet's group and group read (kubernetes
     pkg/volume/volume_linux.go changeFilePermission: mode | 0440): root's key is 0640
-    under an fsGroup (issue 21 item 8); every file is root's (issue 21 item 14)."""
+    under an fsGroup; every file is root's."""
     root = lp.plan(built(ssh=dataclasses.replace(ssh.ROOT_SSH, fs_group=1000)))
     assert root.ssh == lp.SshSecret("/root/.ssh", 0o600, gid=1000)
     assert lw.secret_file_stats(root, 0) == {n: (0o640, 0, 1000) for n in SSH_FILES}
@@ -230,7 +230,7 @@ def test_ssh_secret_modes_and_group_as_kubelet_gives_them():
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving files to root needs root")
 def test_workspace_files_are_roots_with_the_pods_fs_group(tmp_path, monkeypatch):
     """What the containers see: root-owned Secret and ConfigMap files (kubelet writes them),
-    group fsGroup and 0640 for root's key; not the caller's uid (issue 21 item 14)."""
+    group fsGroup and 0640 for root's key; not the caller's uid."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     chowned = []
     real_chown = os.chown
@@ -246,7 +246,7 @@ def test_workspace_files_are_roots_with_the_pods_fs_group(tmp_path, monkeypatch)
 
 
 def test_non_root_caller_keeps_the_files_but_ssh_can_use_them(tmp_path, monkeypatch):
-    """A caller that is not root cannot chown to root (issue 21 item 14). When a container
+    """A caller that is not root cannot chown to root. When a container
     runs as the caller's uid, the files are 0600 (ssh and sshd refuse a key their own user
     owns that others can read: openssh-portable authfile.c sshkey_perm_ok); when none does,
     kubelet's modes; when another container runs as a second non-root uid, a clear error."""

@@ -498,7 +498,7 @@ def _annotations(template: dict) -> dict:
 
 
 def test_istio_sidecar_off_on_launcher_and_workers_by_default():
-    """Issue 11 item 9: Kubeflow profile namespaces inject Istio; the Launcher must complete."""
+    """Kubeflow profile namespaces inject Istio; the Launcher must complete."""
     specs = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]
     for role in ("Launcher", "Worker"):
         assert _annotations(specs[role]["template"])["sidecar.istio.io/inject"] == "false"
@@ -514,7 +514,7 @@ def test_istio_sidecar_off_on_launcher_and_workers_by_default():
 
 
 def test_multus_network_on_workers_only():
-    """Issue 11 item 13: only the Workers' NCCL traffic uses the RDMA network."""
+    """Only the Workers' NCCL traffic uses the RDMA network."""
     specs = mpijob.build(golden_options())["spec"]["mpiReplicaSpecs"]
     assert _annotations(specs["Worker"]["template"])[
         "k8s.v1.cni.cncf.io/networks"] == "ml/rdma-net@net1"
@@ -522,7 +522,7 @@ def test_multus_network_on_workers_only():
 
 
 def test_kai_fraction_names_the_worker_container():
-    """Issue 11 item 1: in our own pod templates the GPU container is "worker"."""
+    """In our own pod templates the GPU container is "worker"."""
     job = mpijob.build(golden_options().replace(gpu="fraction:0.5"))
     ann = _annotations(job["spec"]["mpiReplicaSpecs"]["Worker"]["template"])
     assert ann["gpu-fraction"] == "0.5" and ann["gpu-fraction-container-name"] == "worker"
@@ -531,7 +531,7 @@ def test_kai_fraction_names_the_worker_container():
 
 
 def test_pods_carry_no_api_token_and_chown_only_on_mismatch():
-    """Issue 11 item 19: automountServiceAccountToken false unless a service account is
+    """``automountServiceAccountToken`` false unless a service account is
     named; fsGroupChangePolicy OnRootMismatch with fsGroup."""
     specs = mpijob.build(golden_options().replace(service_account="", fs_group=1000))["spec"]
     for role in ("Launcher", "Worker"):
@@ -560,7 +560,7 @@ def test_upstream_crd_alone_checks_fields_and_unknown_keys():
 
 
 def test_scheduling_policy_reaches_run_policy_and_validates():
-    """Issue 11 item 10: gang scheduling (mpi-operator types.go SchedulingPolicy)."""
+    """Gang scheduling (mpi-operator types.go SchedulingPolicy)."""
     opts = options(
         min_available=2, queue="gpu-queue", priority_class="high-priority",
         min_resources={"nvidia.com/gpu": "16", "cpu": "64"}, schedule_timeout_seconds=300,
@@ -574,12 +574,12 @@ def test_scheduling_policy_reaches_run_policy_and_validates():
     assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
     assert job["spec"]["runPolicy"]["backoffLimit"] == 2
     assert mpijob.build(options())["spec"]["runPolicy"]["schedulingPolicy"] == {
-        "minAvailable": 2}  # issue 21 item 2: the Workers, not the Launcher
+        "minAvailable": 2}  # the Workers, not the Launcher
 
 
 @pytest.mark.parametrize("workers", [1, 2, 8])
 def test_gang_of_the_default_job_can_start_under_wait_for_workers_ready(workers):
-    """Issue 21 item 2 (mpi-operator issue 608): the PodGroup the operator derives from our
+    """kubeflow/mpi-operator issue 608: the PodGroup the operator derives from our
     MPIJob (kfp_gpu.mpi.spec.scheduling.implied_pod_group, a mirror of v0.8.2
     pkg/controller/podgroup.go) needs no more pods than exist before the Launcher."""
     job = mpijob.build(options(workers=workers))
@@ -618,7 +618,7 @@ def test_a_gang_larger_than_the_workers_is_refused_under_wait_for_workers_ready(
 
 
 def test_workers_are_ready_only_when_sshd_listens():
-    """Issue 21 item 6: WaitForWorkersReady counts Ready pods (mpi-operator
+    """WaitForWorkersReady counts Ready pods (mpi-operator
     countReadyWorkerPods); the Worker's readiness probe is a TCP connect to sshd's port."""
     job = mpijob.build(options())
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
@@ -629,7 +629,7 @@ def test_workers_are_ready_only_when_sshd_listens():
 
 
 def test_kueue_queue_label_suspend_and_a_launcher_that_waits_for_the_workers():
-    """Issue 21 item 4: kueue_queue -> the queue label, runPolicy.suspend (what Kueue's
+    """``kueue_queue`` -> the queue label, runPolicy.suspend (what Kueue's
     webhook defaults), and the Launcher waits for the Workers' sshd before mpirun."""
     job = mpijob.build(options(kueue_queue="team-a-gpu"))
     validate_mpijob(job)
@@ -678,8 +678,8 @@ def test_ipc_lock_only_where_a_root_worker_can_use_it(run_as_user, ipc_lock):
 
 
 def test_the_launcher_always_waits_for_the_workers_sshd():
-    """Issue 21 item 4: an MPIJob suspended by anyone (Kueue's default LocalQueue, not only
-    our kueue_queue) gets its Launcher with the Workers (mpi-operator issue 615): the
+    """An MPIJob suspended by anyone (Kueue's default LocalQueue, not only
+    our kueue_queue) gets its Launcher with the Workers (kubeflow/mpi-operator issue 615): the
     Launcher waits for every Worker's sshd before mpirun, so backoffLimit 0 survives a slow
     image pull. A TrainJob's launcher too: JobSet's dependsOn waits for the nodes' Ready,
     but not for the launcher's own hostfile name to resolve (a real node's CoreDNS

@@ -211,7 +211,7 @@ def test_compiled_pipeline_gpu_goes_to_the_training_task_as_text():
 
 @pytest.mark.parametrize("name", ["small", "resnet50"])
 def test_models_feed_their_rescaling_output_forward(name):
-    """Issue 11 item 17: the Rescaling(1/255) output is what the first convolution reads,
+    """The Rescaling(1/255) output is what the first convolution reads,
     so the model takes raw 0..255 pixels as its docstring says (before, ``small``'s first
     convolution read the raw input and the layer's output went nowhere).
 

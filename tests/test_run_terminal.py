@@ -1,6 +1,6 @@
 """The terminal view of `kfp-gpu run --local`: short by default, every line kept per task.
 
-Issue 12 item 4: one line per task start/end with its time, progress lines, the summary;
+One line per task start/end with its time, progress lines, the summary;
 no executor JSON or TensorFlow C++ lines on the terminal; each task's full log in a file.
 """
 
@@ -55,7 +55,7 @@ def test_short_view_and_per_task_files(tmp_path):
     assert not any("executor_input" in x or "parameterValues" in x or "oneDNN" in x
                    for x in shown[:4])
     # A failed task ends in one line here; its error, input and log are the caller's to
-    # show (kfp_gpu.local.run.TaskFailed, issue 30 item 1): no traceback on the terminal.
+    # show (kfp_gpu.local.run.TaskFailed): no traceback on the terminal.
     assert shown[-1].startswith("[train] failure in ")
     assert not any("Traceback" in x or "boom" in x for x in shown)
     assert s.tail("train")[-2:] == ["    ValueError: boom",
@@ -122,7 +122,7 @@ def _summary(tmp_path, train_meta):
 
 
 def test_summary_names_only_existing_paths_in_a_stable_order(tmp_path):
-    """Issue 22 item 5: metadata-only artifacts have a uri but no file; outputs sorted."""
+    """Metadata-only artifacts have a uri but no file; outputs sorted."""
     lines = run_log.summary_lines(_summary(tmp_path, {"samples_per_sec": 10.0}))
     assert f"  model: {tmp_path / 'model'}" in lines
     assert not any("train_metrics" in x or "eval_metrics:" in x for x in lines)
@@ -141,7 +141,7 @@ def test_summary_prints_only_measured_figures(tmp_path):
 
 @pytest.mark.parametrize("dest", ["/dev/null/x.json", "{tmp}", "{tmp}/missing/x.json"])
 def test_summary_json_destination_refused_before_the_run(tmp_path, dest):
-    """Issue 22 item 4: exit 2 with one line, and no task ran (no log folder)."""
+    """Exit 2 with one line, and no task ran (no log folder)."""
     from typer.testing import CliRunner
 
     from kfp_gpu.cli.app import app
@@ -179,7 +179,7 @@ def test_write_summary_is_atomic(tmp_path, monkeypatch):
 
 
 def test_runner_docker_without_an_engine_is_one_line_exit_3(tmp_path):
-    """Issue 22 item 8: the engine is pinged before any task (was ~480 lines)."""
+    """The engine is pinged before any task (was ~480 lines)."""
     from typer.testing import CliRunner
 
     from kfp_gpu.cli.app import app

@@ -226,7 +226,7 @@ def test_one_worker_warns_about_the_idle_node_pod(caplog):
     assert caplog.text == ""
 
 
-# -- issue 21 item 5: trainer.image reaches the launcher only ------------------------------
+# -- trainer.image reaches the launcher only ---------------------------------------------
 
 
 def test_a_job_image_other_than_the_runtimes_is_refused_at_build_time():
@@ -237,7 +237,7 @@ def test_a_job_image_other_than_the_runtimes_is_refused_at_build_time():
     opts = options()
     assert trainjob.build(opts, runtime_image=opts.image)["spec"]["trainer"]["image"] == \
         opts.image
-    with pytest.raises(ValueError, match="issue 2825") as e:
+    with pytest.raises(ValueError, match="kubeflow/trainer issue 2825") as e:
         trainjob.build(opts, runtime_image="registry.example.com/ml/kfp-gpu-horovod:0.1.0")
     msg = str(e.value)
     assert repr(opts.image) in msg and "launcher only" in msg

@@ -1,4 +1,4 @@
-"""The distribution builds cleanly (issue 23 item 5): ``python -m build`` (pypa/build, dev
+"""The distribution builds cleanly: ``python -m build`` (pypa/build, dev
 extra) makes an sdist and a wheel without a warning, and the wheel's metadata version is
 ``kfp_gpu.__version__`` (the one place the version lives; pyproject reads it, dynamic).
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 15: the Worker's device-plugin env reaches ranks that sshd starts."""
+"""The Worker's device-plugin env reaches ranks that sshd starts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 14: a Worker that requests RDMA checks RLIMIT_MEMLOCK before sshd starts.
+"""A Worker that requests RDMA checks RLIMIT_MEMLOCK before sshd starts.
 
 The pure judgement (:func:`memlock_problem`) with injected limits, the CapEff parser, the
 device probe, and the check/entry with the process limits and ``/proc/self/status``

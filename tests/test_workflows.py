@@ -1,4 +1,4 @@
-"""The GitHub Actions workflows (issue 23 items 1, 2): actionlint passes on both, and they
+"""The GitHub Actions workflows: actionlint passes on both, and they
 say what the release promises -- the three images, GPU flavour, SBOM and provenance, cosign
 keyless, compile pinned by digest, kustomize, the CHANGELOG section -- with every action
 pinned to a full commit SHA.
@@ -129,7 +129,7 @@ def test_release_platforms_follow_the_bases():
 
 
 def test_readme_first_screen_says_where_images_come_from():
-    """Issue 23 "Done when": the README's first screen names the image source (the release
+    """The README's first screen names the image source (the release
     workflow, ghcr.io/<owner>), says honestly whether this version is published, and shows
     how to repoint them; it links docs/install.md."""
     first = "\n".join((ROOT / "README.md").read_text().splitlines()[:30])

@@ -1,6 +1,6 @@
 #!/bin/sh
 # /usr/local/bin/ssh of the horovod image: /usr/bin/ssh, with the MPI Operator's ssh key usable
-# when a pod fsGroup made it group-readable (issue 21 item 8). images/horovod/Dockerfile.
+# when a pod fsGroup made it group-readable. images/horovod/Dockerfile.
 #
 # The operator mounts its ssh Secret at sshAuthMountPath with defaultMode 0600 for /root/.ssh
 # (kubeflow/mpi-operator v0.8.2 pkg/controller/mpi_job_controller.go setupSSHOnPod); kubelet

@@ -146,7 +146,7 @@ def compile_cmd(
         with _warnings_once():
             written = comp.compile_all(output_dir, gpu, only, registry=registry,
                                        pin_digests=pin_digests, settings=settings)
-    except ValueError as e:  # an input error: one line, 2; a bug: raised on (issue 37)
+    except ValueError as e:  # an input error: one line, 2; a bug: raised on
         _fail(errors.refusal(e))
     except digests.ImageMissing as e:
         _fail(str(e))
@@ -159,7 +159,7 @@ def compile_cmd(
 @contextlib.contextmanager
 def _warnings_once():
     """One ``warning:`` line per cause (the same request warns once per pipeline), without
-    the source file and line Python's warnings module adds (issue 32 item 4)."""
+    the source file and line Python's warnings module adds."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -209,20 +209,20 @@ def run_cmd(
     from kfp_gpu.local import interrupt
 
     try:
-        if summary_json:  # refused before the run, not after it (issue 22 item 4)
+        if summary_json:  # refused before the run, not after it
             local_run.check_writable_file(summary_json, "--summary-json")
         raw = command_line.split_pairs(param or [])
-        command_line.checked(pipeline, raw, local=True)  # every -p by its declaration (item 6)
+        command_line.checked(pipeline, raw, local=True)  # every -p by its declaration
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir, verbose=verbose, runner=runner)
-    except interrupt.Interrupted as e:  # issue 22 item 1: 130 SIGINT, 143 SIGTERM
+    except interrupt.Interrupted as e:  # 130 SIGINT, 143 SIGTERM
         typer.secho(e.message(), fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(e.exit_code) from None
     except (ValueError, FileNotFoundError) as e:
         _fail(errors.refusal(e))
     except local_docker.EngineUnreachable as e:
         _fail(str(e), code=3)
-    except local_run.TaskFailed as e:  # issue 30 item 1: at most 4 lines, 2 for the input
+    except local_run.TaskFailed as e:  # at most 4 lines, 2 for the input
         _task_failed(e)
     except RuntimeError as e:
         _fail(f"pipeline failed: {e}", code=1)

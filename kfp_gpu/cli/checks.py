@@ -1,5 +1,5 @@
 """Option callbacks shared by the commands: each refuses a bad value before the command runs
-(exit 2, one line naming the option and what it accepts; issue 22 items 7 and 9).
+(exit 2, one line naming the option and what it accepts).
 
 The rules live in the library (:mod:`kfp_gpu.compiler.k8s_rules`,
 :class:`kfp_gpu.release.images.ImageSet`); these only turn their ``ValueError`` into

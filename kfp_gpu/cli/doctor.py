@@ -62,7 +62,7 @@ def doctor_command(
         if needs is not None:
             needs.backend = backend
     except (ValueError, FileNotFoundError) as e:
-        message = errors.refusal(e)  # a ValueError that is a bug: exit 1 (issue 37)
+        message = errors.refusal(e)  # a ValueError that is a bug: exit 1
         errors.trace()
         typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)

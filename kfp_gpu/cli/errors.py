@@ -1,9 +1,9 @@
 """The one place where the CLI turns an exception into an exit status and one line.
 
 Exit statuses of every ``kfp-gpu`` command (the table README "Exit codes" and
-``kfp-gpu --help`` show is :data:`STATUSES`; issue 22 item 10, the classes kubectl, docker
-and pip keep apart; issue 37 item 5: one rule for an exception raised in this process and
-for a task's record alike), with what each covers:
+``kfp-gpu --help`` show is :data:`STATUSES`: the classes kubectl, docker and pip keep
+apart, one rule for an exception raised in this process and for a task's record alike),
+with what each covers:
 
 ====  ================================================================================
 0     ok
@@ -289,8 +289,7 @@ def usage_line(exc: ClickException) -> str:
 
 
 class _Reporting:
-    """``main`` for a click command or group: every exit goes through :func:`classify`
-    (issue 22 item 12).
+    """``main`` for a click command or group: every exit goes through :func:`classify`.
 
     Click runs in non-standalone mode and this does what standalone mode would, but a usage
     error is one line and any other exception is :func:`report`\\ ed: no traceback reaches

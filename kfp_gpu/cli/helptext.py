@@ -1,4 +1,4 @@
-"""Help that reads like kubectl's (issue 32 item 4): what a command does, its options, no
+"""Help that reads like kubectl's: what a command does, its options, no
 Python docstring machinery.
 
 Typer shows a command function's whole docstring as its help and a type placeholder for

@@ -19,8 +19,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   "containers.")
 
 
-#: ``kfp-gpu trainjob run-local``: the same command under the name a TrainJob user types
-#: (issue 30 item 6); either command takes either kind of file.
+#: ``kfp-gpu trainjob run-local``: the same command under the name a TrainJob user types;
+#: either command takes either kind of file.
 trainjob_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            help="TrainJob tools: run a TrainJob (or MPIJob) file locally in "
                            "Docker containers.")

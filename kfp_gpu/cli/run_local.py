@@ -22,7 +22,7 @@ from kfp_gpu.mpi.local import runner as local_runner
 
 #: Exit status after SIGTERM (128 + 15, the shell convention); SIGINT: 130.
 EXIT_CANCELLED = 143
-#: Exit status when no Docker engine answers (issue 22 item 10: cluster/engine unreachable).
+#: Exit status when no Docker engine answers (cluster/engine unreachable).
 EXIT_UNREACHABLE = 3
 #: The runtime a TrainJob runs on unless ``--runtime`` names another file: the
 #: ``kfp-gpu-horovod`` ClusterTrainingRuntime of this checkout.

@@ -78,7 +78,7 @@ def submit_command(
                      replace=replace, no_cache=no_cache, kubeconfig=kubeconfig,
                      context=context, echo=typer.echo)
     except ValueError as e:
-        message = errors.refusal(e)  # a ValueError that is a bug: exit 1 (issue 37)
+        message = errors.refusal(e)  # a ValueError that is a bug: exit 1
         errors.trace()
         typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)

@@ -207,7 +207,7 @@ def _check_parent(output_dir: Path) -> None:
 
 
 def _write_all(files: dict[Path, str], output_dir: Path | None) -> list[Path]:
-    """Write every compiled text once all of them exist (issue 22 item 3: never a mixed
+    """Write every compiled text once all of them exist (never a mixed
     output folder). With ``output_dir`` the whole set is written into a temp folder beside
     it first: a new ``output_dir`` is that folder renamed (one ``rename(2)``), an existing
     one gets each file moved in with ``os.replace`` (files of its own it had stay). Without
@@ -273,7 +273,7 @@ def compile_all(output_dir: Path | None = None, gpu: str | None = None,
     ``output_dir`` the Trainer runtimes are written too (:func:`write_runtime_manifests`)
     when a compiled YAML names the Horovod image (it can start a TrainJob).
 
-    ``pin_digests`` (issue 23 item 3): the images the compiled YAML names are resolved in
+    ``pin_digests``: the images the compiled YAML names are resolved in
     the registry (:func:`kfp_gpu.release.digests.pin`, before anything is written) and every
     reference -- executors, the MPIJob/TrainJob ``image``/``runtime_image`` defaults,
     DIR/manifests/trainer (which DIR/manifests/trainer-dra builds on) -- becomes

@@ -22,8 +22,9 @@ Each pattern names the upstream source it follows (kubeflow/pipelines at tag 2.1
   input of its DAG (``componentInputParameter``), e.g. another task's output: the importer
   reads only the parent DAG's input parameters (importer_launcher.go
   ``ImportSpecToMLMDArtifact``: "parent DAG does not have input parameter").
-- ``importer-in-loop``: an importer inside a ``dsl.ParallelFor`` body (kubeflow/pipelines
-  issue 10860, open: the importer's execution is not found per iteration).
+- ``importer-in-loop``: an importer inside a ``dsl.ParallelFor`` body
+  (kubeflow/pipelines issue 10860, open: the importer's execution is not found per
+  iteration).
 - ``executor-kind``: a ``customJob`` or ``resolver`` executor (argocompiler/dag.go: "custom
   job executors is Google Cloud only", "resolver executors not implemented").
 """

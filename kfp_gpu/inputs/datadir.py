@@ -1,4 +1,4 @@
-"""The data folder: one resolver for every pipeline and command (issue 32 item 3).
+"""The data folder: one resolver for every pipeline and command.
 
 The folder is, in this order: the one given explicitly (``kfp-gpu run --data-dir DIR``),
 else ``$KFP_GPU_DATA_DIR``, else ``../shared/data`` beside the source checkout this package

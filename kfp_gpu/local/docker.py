@@ -1,9 +1,9 @@
-"""kfp.local's DockerRunner for `kfp-gpu run PIPELINE --local --runner docker` (issue 10 item 2).
+"""kfp.local's DockerRunner for `kfp-gpu run PIPELINE --local --runner docker`.
 
 Every task runs in the image its spec names: the default
 :class:`kfp_gpu.release.images.ImageSet` the components are decorated with, which is how the
-locally built images are tagged (``make images-local``); no environment variable moves it
-(issue 21 item 1). Facts it works around (kfp 2.17,
+locally built images are tagged (``make images-local``); no environment variable moves it.
+Facts it works around (kfp 2.17,
 kfp/local/config.py DockerRunner and kfp/local/docker_task_handler.py):
 - DockerRunner passes docker-SDK ``containers.run`` kwargs through except image, command
   and volumes, so the data folder is bound with ``mounts`` (read-only, same path inside).
@@ -29,7 +29,7 @@ class EngineUnreachable(RuntimeError):
 
 
 def check_engine() -> None:
-    """Ping the Docker engine before a run starts (issue 22 item 8).
+    """Ping the Docker engine before a run starts.
 
     Raises:
         EngineUnreachable: one line naming ``$DOCKER_HOST`` and what to do.
@@ -53,7 +53,7 @@ def check_engine() -> None:
 
 def remove_containers(run_id: str) -> list[str]:
     """Remove (force: SIGKILL first) every container labelled ``RUN_LABEL=run_id``;
-    returns their names. Used after SIGINT/SIGTERM (issue 22 item 1)."""
+    returns their names. Used after SIGINT/SIGTERM."""
     import docker
 
     client = docker.from_env()

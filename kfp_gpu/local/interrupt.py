@@ -1,5 +1,4 @@
-"""SIGINT/SIGTERM for the local runs: stop the whole process tree, then say what was kept
-(issue 22 item 1).
+"""SIGINT/SIGTERM for the local runs: stop the whole process tree, then say what was kept.
 
 kfp.local starts each task with ``subprocess.Popen`` in the CLI's own process group
 (kfp 2.17 ``kfp/local/subprocess_task_handler.py`` ``run_local_subprocess``: no

@@ -23,7 +23,7 @@ task's last :data:`FAIL_TAIL` log lines are not repeated.
 kfp.local runs the iterations of a ``dsl.ParallelFor`` in threads under one task name: the
 stream keeps lines apart per thread and names each iteration by its index, read from the
 executor's output path (``evaluate-shard #2``, log ``evaluate-shard-2.log``), so the K shard
-tasks of ``fractional-eval`` show their own start, end and wall time (issue 32 item 3).
+tasks of ``fractional-eval`` show their own start, end and wall time.
 """
 
 from __future__ import annotations
@@ -241,8 +241,8 @@ def _path_exists(uri: str) -> bool:
 
 
 def summary_lines(s: dict) -> list[str]:
-    """The run summary of :func:`kfp_gpu.local.run.run`'s result, as terminal lines
-    (issue 22 item 5): outputs in name order; an artifact's path only when a file or folder
+    """The run summary of :func:`kfp_gpu.local.run.run`'s result, as terminal lines:
+    outputs in name order; an artifact's path only when a file or folder
     is there (KFP gives metadata-only artifacts such as ``system.Metrics`` a ``uri`` but
     writes no file: kfp/dsl/types/artifact_types.py); training figures only when measured
     (``samples_per_sec``, ``seconds_per_epoch``, ``ms_per_step`` present in the training

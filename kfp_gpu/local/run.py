@@ -190,7 +190,7 @@ def _failure(exc: RuntimeError, stream, log_dir: Path) -> RuntimeError:
 @contextlib.contextmanager
 def _run_tmpdir():
     """A temp folder for this run, ``$TMPDIR`` of the task processes, removed afterwards
-    (also after an interrupt; issue 22 item 2).
+    (also after an interrupt).
 
     Every lightweight component's command starts with ``program_path=$(mktemp -d)`` and
     writes ``ephemeral_component.py`` there, never removing it (kfp 2.17
@@ -239,8 +239,7 @@ def _settle(root: str, before: set[str], results: dict, log_dir: Path) -> list[s
 
 
 def check_writable_dir(path: str | Path, what: str) -> None:
-    """Refuse a destination folder this user cannot create or write into, before any work
-    (issue 22 item 4).
+    """Refuse a destination folder this user cannot create or write into, before any work.
 
     Raises:
         ValueError: ``path`` exists and is not a writable folder, or its nearest existing
@@ -262,8 +261,8 @@ def check_writable_dir(path: str | Path, what: str) -> None:
 
 
 def check_writable_file(path: str | Path, what: str) -> None:
-    """Refuse a destination file that could not be written, before any work (issue 22
-    item 4): a folder, a path under a non-folder (``/dev/null/x.json``), a missing or
+    """Refuse a destination file that could not be written, before any work:
+    a folder, a path under a non-folder (``/dev/null/x.json``), a missing or
     read-only parent folder, a read-only file.
 
     Raises:

@@ -1,5 +1,4 @@
-"""Image digests from the registry: ``kfp-gpu compile --registry R --pin-digests`` (issue 23
-item 3).
+"""Image digests from the registry: ``kfp-gpu compile --registry R --pin-digests``.
 
 The only I/O of pinning: :func:`resolve` asks the registry which manifest each image's tag
 names, over the OCI distribution API, and :func:`pin` turns an

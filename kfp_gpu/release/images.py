@@ -5,8 +5,8 @@ images (one Dockerfile each under images/); ``ImageSet().image("trainer")`` is
 ``ghcr.io/kfp-gpu/kfp-gpu-trainer:<version>``. Tags equal the package version (the
 convention of Google Cloud Pipeline Components).
 
-How the registry chosen at compile time reaches every image the pipeline starts (issue 21
-item 1; images/README.md: a compile-time value, never read at run time): the components
+How the registry chosen at compile time reaches every image the pipeline starts
+(images/README.md: a compile-time value, never read at run time): the components
 are decorated with the DEFAULT set (``base_image=images.image(images.TRAINER)``;
 ``train_resnet_horovod``'s ``image`` and
 ``runtime_image`` inputs default to the Horovod image), and ``kfp-gpu compile --registry R``
@@ -16,7 +16,7 @@ compiled defaults alike, every string that is a default-set reference. The compo
 reads its images from its inputs, never from the environment; ``compile -o DIR`` also
 writes DIR/manifests/trainer, the Trainer runtime on the same set (:func:`rename_text`).
 
-Pinned sets (issue 23 item 3): ``ImageSet(R).pinned({"trainer": "sha256:..."})`` names
+Pinned sets: ``ImageSet(R).pinned({"trainer": "sha256:..."})`` names
 ``R/kfp-gpu-trainer@sha256:...`` -- the bytes a team reviewed, not a mutable tag. The digests
 come from the registry (:mod:`kfp_gpu.release.digests`, the only I/O); everything here stays
 pure, and :func:`apply` / :func:`rename_text` carry a tag set to its pinned set the same way

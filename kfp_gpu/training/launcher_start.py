@@ -6,7 +6,7 @@ Every MPIJob the suite builds starts its Launcher here
 (:func:`kfp_gpu.mpi.spec.mpijob.launcher_command`). A job Kueue admits
 (``runPolicy.suspend`` true -> false) gets its Launcher Job while it is suspended, before
 any Worker exists (kubeflow/mpi-operator v0.8.2 ``pkg/controller/mpi_job_controller.go``
-``syncHandler``; issue 615), so on admission the
+``syncHandler``; kubeflow/mpi-operator issue 615), so on admission the
 Launcher starts together with Workers that may still be pulling a multi-GB image; mpirun's
 first ssh would then fail and, with ``backoffLimit`` 0, fail the job. This module reads the
 hostfile the operator mounts (``OMPI_MCA_orte_default_hostfile``, set by the operator to

@@ -7,7 +7,7 @@ container (HAMi ``CUDA_DEVICE_MEMORY_LIMIT_<i>``/``CUDA_DEVICE_SM_LIMIT``, KAI
 mpirun started over ssh. ``mpirun -x NAME`` is no fix: it forwards the *Launcher's* value,
 the same one to every rank, while the values are per Worker (each device plugin Allocate
 answers for the GPUs of that pod: ``NVIDIA_VISIBLE_DEVICES`` names that node's GPU UUIDs)
-and the Launcher requests no GPU, so it has none of them (issue 11 item 15; HAMi-core reads
+and the Launcher requests no GPU, so it has none of them (HAMi-core reads
 the limit from the rank process env in ``do_init_device_memory_limits``,
 Project-HAMi/HAMi-core src/multiprocess/multiprocess_memory_limit.c, so a rank without it is
 unlimited).

@@ -3,7 +3,7 @@
 ``python -m kfp_gpu.training.worker_start /usr/sbin/sshd -De -f /home/mpiuser/.sshd_config``
 (:data:`kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND`) does, in order:
 
-1. RDMA memlock check (issue 11 item 14), only when the builder asked for RDMA
+1. RDMA memlock check, only when the builder asked for RDMA
    (:data:`RDMA_ENV` ``=1``, set by :meth:`kfp_gpu.mpi.spec.network.Network.worker_env`) and an
    RDMA device is mounted (``/dev/infiniband/uverbs*``, what k8s-rdma-shared-dev-plugin
    hands a pod). Registering memory for RDMA verbs (``ibv_reg_mr``) pins it, and the kernel
@@ -20,7 +20,8 @@
    limits, ``NVIDIA_VISIBLE_DEVICES``, ...) goes to a file the ranks load (sshd gives them a
    fresh environment; see that module for why ``mpirun -x`` is no fix).
 3. :func:`kfp_gpu.training.host_keys.ensure_host_keys`: sshd's host keys, made in this
-   container (the image carries none: issue 30 item 2).
+   container (the image carries none: a host key baked into an image is one every
+   container of it shares).
 4. ``exec`` the command (sshd), so it stays PID 1 and gets the kubelet's signals.
 """
 
@@ -149,7 +150,7 @@ def main(argv: list[str], *, dev_dir: Path = RDMA_DEVICE_DIR,
                 pass
         return 1
     write_worker_env(default_path())
-    ensure_host_keys(argv)  # this container's own sshd host key (issue 30 item 2)
+    ensure_host_keys(argv)  # this container's own sshd host key
     if argv:
         os.execvp(argv[0], argv)
     return 0

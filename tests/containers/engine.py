@@ -10,7 +10,7 @@ import os
 import secrets
 
 LABEL = "kfp-gpu-test"
-#: Six hex digits drawn once per test session (issue 30 item 4): the jobs, containers and
+#: Six hex digits drawn once per test session: the jobs, containers and
 #: networks the container tests create carry it in their names, so two sessions on one
 #: engine never meet (container names are engine-wide: a second run of a job name would
 #: find the first one's containers, or remove them).

@@ -1,4 +1,4 @@
-"""Chaos on the local MPIJob runner (issue 21 item 15): a Worker killed mid-training.
+"""Chaos on the local MPIJob runner: a Worker killed mid-training.
 
 The small ResNet trains with the project's Horovod trainer on 2 Workers x 1 slot, writing
 a checkpoint at each epoch end to a shared work folder (the PVC ``work``). Once the first

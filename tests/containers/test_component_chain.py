@@ -252,7 +252,7 @@ def test_emissary_double_forwards_to_the_group_and_obeys_the_signal_file(tmp_pat
 
 
 def test_terminate_sigterm_then_sigkill_one_second_later_deletes_the_mpijob(chain, datasets):
-    """Issue 21 item 3: KFP's Terminate patches the Workflow (activeDeadlineSeconds 0), Argo
+    """KFP's Terminate patches the Workflow (activeDeadlineSeconds 0), Argo
     execs ``argoexec kill 15 1`` in the container and the emissary forwards SIGTERM to the
     component's process group (tests/containers/emissary.py has the upstream lines); the
     emissary then exits within about a second, ending the container. Here the container is

@@ -1,5 +1,5 @@
-"""SIGINT/SIGTERM to the ``kfp-gpu`` console script while its containers run (issue 22
-item 1): ``run --local --runner docker`` removes the task containers (label
+"""SIGINT/SIGTERM to the ``kfp-gpu`` console script while its containers run:
+``run --local --runner docker`` removes the task containers (label
 ``kfp-gpu.local-run=<run id>``), ``mpijob run-local`` removes every container and the
 network of the MPIJob or TrainJob; exit 130 / 143, one ``interrupted`` line."""
 

@@ -33,7 +33,7 @@ UID = ssh.MPI_USER_ID
 def run_job(client, job: dict, **kw):
     """:func:`tests.containers.local_jobs.run_job` expecting mpi-operator's ssh files as
     kubelet gives them (mode 0644 off ``/root/.ssh``, owned by root, group the pods'
-    ``fsGroup`` or root; kfp_gpu.mpi.local.workspace, issue 21 item 14)."""
+    ``fsGroup`` or root; kfp_gpu.mpi.local.workspace)."""
     fs_group = (job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"].get(
         "securityContext") or {}).get("fsGroup")
     expected = {n: (0o644, 0, 0 if fs_group is None else fs_group)
@@ -83,7 +83,7 @@ def test_mpi4py_allreduce_two_workers_as_uid_1000(docker_engine, horovod_image):
 
 
 def test_ranks_sshd_starts_see_the_workers_device_env(docker_engine, horovod_image):
-    """Issue 11 item 15: env a device plugin puts into the Worker container (here HAMi's
+    """Env a device plugin puts into the Worker container (here HAMi's
     limit and NVIDIA's device list, set on the Worker template only, as Allocate would)
     is absent from a rank's own environment (sshd starts sessions fresh; the Launcher has
     none of it to forward with mpirun -x, and even sets NVIDIA_VISIBLE_DEVICES="") and
@@ -173,7 +173,7 @@ def test_worker_lost_while_running_fails_the_job(docker_engine, horovod_image):
 def test_launcher_retries_by_the_job_controllers_rule(docker_engine, horovod_image,
                                                       restart_policy, runs, reason, message,
                                                       failed):
-    """Issue 21 items 11 and 12: the Launcher Job's backoff rule for the restartPolicy
+    """The Launcher Job's backoff rule for the restartPolicy
     mpi-operator gives it, and the operator's Failed reason and message."""
     job = mpijob.build(MPIJobOptions.from_settings(
         name=unique("lmpi-retry"), namespace="ci", image=horovod_image, workers=1, backoff_limit=2,
@@ -193,7 +193,7 @@ def test_launcher_retries_by_the_job_controllers_rule(docker_engine, horovod_ima
 
 
 def test_deadline_starts_with_the_launcher(docker_engine, horovod_image):
-    """Issue 21 item 13: activeDeadlineSeconds is the Launcher Job's (mpi-operator v0.8.2
+    """``activeDeadlineSeconds`` is the Launcher Job's (mpi-operator v0.8.2
     newLauncherJob), its clock starting with that Job, so Workers that take longer than the
     deadline to get ready do not cut the job short (the DeadlineExceeded path itself:
     tests/test_mpi_local_reconcile.py)."""

@@ -1,4 +1,4 @@
-"""``kfp-gpu compile --registry R --pin-digests`` against a real registry (issue 23 item 3).
+"""``kfp-gpu compile --registry R --pin-digests`` against a real registry.
 
 The registry is Debian's ``docker-registry`` (the CNCF distribution registry, 2.8), started
 here on a free loopback port (.ci/run installs the package) by the session fixtures

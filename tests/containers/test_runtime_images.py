@@ -141,7 +141,7 @@ def test_horovod_sshd_config_valid_as_uid_1000(image, run_in):
     assert "sshd-config-ok" in out
     assert "port 2222" in out and "strictmodes no" in out
     # both configs (the non-root Workers' and root's system one) hand every ssh session the
-    # image's PATH, the virtualenv first (issue 21 item 10)
+    # image's PATH, the virtualenv first
     paths = [ln for ln in out.splitlines() if ln.startswith("setenv PATH=")]
     assert len(paths) == 2 and all(ln.startswith("setenv PATH=/opt/venv/bin:") for ln in paths)
     assert out.count("setenv PYTHONUNBUFFERED=1") == 2, out

@@ -1,20 +1,19 @@
-"""The horovod image's sshd and ssh files as a real cluster gives them (issue 21 items 7, 8,
-10, 14).
+"""The horovod image's sshd and ssh files as a real cluster gives them.
 
-- item 7: the Worker's default command (:data:`kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND`)
-  in a container that drops ALL capabilities with no-new-privileges, as uid 1000 (what Pod
+- No capabilities: the Worker's default command
+  (:data:`kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND`) in a container that drops ALL capabilities with no-new-privileges, as uid 1000 (what Pod
   Security "restricted" asks of a pod): sshd starts, listens on 2222 and takes a login with
   the operator's key, holding no capability. With file capabilities on sshd (the image
   before this change: ``setcap CAP_NET_BIND_SERVICE=+eip``) the exec fails with EPERM.
-- item 8: ``ROOT_SSH`` (root Workers, ``/root/.ssh``) with a pod ``fsGroup``: kubelet makes
+- Root Workers: ``ROOT_SSH`` (root Workers, ``/root/.ssh``) with a pod ``fsGroup``: kubelet makes
   root's key 0640 (mpi-operator's defaultMode 0600 | kubelet's group read), which ssh
   ignores; mpirun across 2 Workers still succeeds (the image's ssh wrapper).
-- item 10: an MPIJob in the shape of mpi-operator's own examples (``examples/v2beta1/pi/
+- Bare ranks: an MPIJob in the shape of mpi-operator's own examples (``examples/v2beta1/pi/
   pi.yaml``: Launcher ``mpirun`` with no ``-x``, Workers ``/usr/sbin/sshd -De -f
   /home/mpiuser/.sshd_config``, uid 1000) running a bare ``python3`` over 2 Workers x
   slotsPerWorker 2: each of the 4 ranks imports mpi4py and horovod.tensorflow from the
   image's virtualenv.
-- item 14: the local runner's fallback for a caller that is not root (files its own, 0600
+- Not root: the local runner's fallback for a caller that is not root (files its own, 0600
   when a container runs as its uid) is what sshd accepts; kubelet's 0644 on a file that
   sshd's own user owns is refused.
 
@@ -88,7 +87,7 @@ def wait_for_login(container, user: str, timeout_s: float = 30) -> str:
 
 def test_worker_sshd_runs_with_all_capabilities_dropped(docker_engine, horovod_image,
                                                         tmp_path):
-    """Issue 21 item 7: the Worker's command under cap_drop ALL + no-new-privileges as uid
+    """The Worker's command under cap_drop ALL + no-new-privileges as uid
     1000; sshd (PID 1 after worker_start's exec) holds no capability and takes a login."""
     if os.geteuid() != 0:
         pytest.skip("writing root-owned Secret files needs root")
@@ -101,7 +100,7 @@ def test_worker_sshd_runs_with_all_capabilities_dropped(docker_engine, horovod_i
         labels={LABEL: getattr(docker_engine, "kfp_gpu_session", "manual")})
     try:
         out = wait_for_login(worker, str(ssh.MPI_USER_ID))
-        # the session sees the image's PATH and Python (item 10's SetEnv), not sshd's own
+        # the session sees the image's PATH and Python (the image's sshd SetEnv), not sshd's own
         assert "PATH=/opt/venv/bin:" in out and "PREFIX /opt/venv" in out, out
         code, status = worker.exec_run(["cat", "/proc/1/status", "/proc/1/cmdline"])
         text = status.decode()
@@ -117,10 +116,10 @@ def test_worker_sshd_runs_with_all_capabilities_dropped(docker_engine, horovod_i
 @pytest.mark.parametrize(("mode", "works"), [(lw.OWNER_ONLY, True), (0o644, False)])
 def test_ssh_files_of_a_non_root_caller_with_the_workers_uid(docker_engine, horovod_image,
                                                              tmp_path, mode, works):
-    """Issue 21 item 14, the local runner's fallback when it is not root: files owned by
+    """The local runner's fallback when it is not root: files owned by
     the caller's uid, which the Worker runs as too, work at 0600 (what the runner writes
     then) and not at kubelet's 0644, which sshd refuses as a host key ("bad permissions").
-    Since issue 30 item 2 sshd also has the host key the Worker made at start, so it stays
+    Since the image carries no host key, sshd also has the one the Worker made at start: it stays
     up and takes the login either way; the refusal shows in its log."""
     if os.geteuid() != 0:
         pytest.skip("giving files to uid 1000 needs root")
@@ -139,7 +138,7 @@ def test_ssh_files_of_a_non_root_caller_with_the_workers_uid(docker_engine, horo
 
 
 def test_no_file_in_the_image_has_file_capabilities(horovod_image, run_in):
-    """Issue 21 item 7: nothing the image runs relies on file capabilities, so no exec in
+    """Nothing the image runs relies on file capabilities, so no exec in
     the image can fail for a pod that drops them."""
     out = run_in(horovod_image, ["python3", "-c", FILE_CAPS], cap_drop=["ALL"]).check()
     assert out.splitlines()[-1] == "scanned"
@@ -147,7 +146,7 @@ def test_no_file_in_the_image_has_file_capabilities(horovod_image, run_in):
 
 
 def test_root_ssh_with_fs_group_mpirun_across_two_workers(docker_engine, horovod_image):
-    """Issue 21 item 8: root Workers (``ROOT_SSH``; runAsUser 0 since the image's own user
+    """Root Workers (``ROOT_SSH``; runAsUser 0 since the image's own user
     is mpiuser) and ``fsGroup`` 1000: root's ssh files are 0640 root:1000 as kubelet makes
     them, and mpirun reaches both Workers."""
     code = ("from mpi4py import MPI; import os, socket; c = MPI.COMM_WORLD; "
@@ -209,7 +208,7 @@ def upstream_shaped_job(image: str) -> dict:
 
 
 def test_upstream_shaped_mpijob_with_a_bare_python3(docker_engine, horovod_image):
-    """Issue 21 item 10: 4 ranks that sshd's sessions start on 2 Workers find the image's
+    """4 ranks that sshd's sessions start on 2 Workers find the image's
     Python (the virtualenv with mpi4py, Horovod, TensorFlow) as ``python3``."""
     job = upstream_shaped_job(horovod_image)
     expected = {n: (0o644, 0, 0) for n in SSH_FILES}
@@ -235,7 +234,7 @@ HOST_KEY = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
 
 def test_two_workers_have_their_own_host_keys_and_mpirun_still_works(docker_engine,
                                                                       horovod_image, run_in):
-    """Issue 30 item 2: the image carries no sshd host key (openssh-server's postinst keys
+    """The image carries no sshd host key (openssh-server's postinst keys
     are deleted in the build); each Worker makes its own when it starts (worker_start), so
     two Workers of one image differ, and the Launcher's mpirun reaches both (its ssh ignores
     host keys, as mpi-operator v0.8.2 build/base/Dockerfile configures ssh)."""

@@ -1,4 +1,4 @@
-"""Issue 11 item 14 for real: the Worker command (kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND)
+"""The RDMA memlock check for real: the Worker command (kfp_gpu.mpi.spec.ssh.DEFAULT_WORKER_COMMAND)
 in the horovod image as uid 1000, with KFP_GPU_RDMA=1 and a verbs device node, under the
 memlock limits a container runtime hands out (docker ``--ulimit``).
 

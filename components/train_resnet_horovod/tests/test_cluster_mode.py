@@ -575,14 +575,14 @@ def test_scaling_efficiency_is_skipped_without_a_total():
 
 
 def test_worker_settings_without_task_config_refuses_a_silent_cpu_fallback():
-    """Issue 11 item 16: no task_config (KFP backend < 2.15) must not mean CPU Workers."""
+    """No task_config (KFP backend < 2.15) must not mean CPU Workers."""
     with pytest.raises(ValueError, match="task_config_passthroughs needs a KFP backend >= 2.15"):
         rt.worker_settings(None)
     assert rt.cpu_worker_settings()["gpu"] == "none"
 
 
 def test_parallel_for_iterations_get_their_own_mpijob(kube, data, tmp_path, keras_model):
-    """Issue 11 item 19: two iterations of a dsl.ParallelFor run the same task of the same
+    """Two iterations of a dsl.ParallelFor run the same task of the same
     run; the driver gives each its own output URIs (another salt), so each gets its own
     MPIJob, while a retry (same URIs, test_retried_task_reattaches_to_the_running_mpijob)
     re-attaches."""
@@ -602,7 +602,7 @@ def test_parallel_for_iterations_get_their_own_mpijob(kube, data, tmp_path, kera
 
 def test_run_policy_and_gang_scheduling_parameters_reach_the_mpijob(kube, data, tmp_path,
                                                                     keras_model):
-    """Issue 11 item 10: the component's runPolicy / schedulingPolicy parameters."""
+    """The component's runPolicy / schedulingPolicy parameters."""
     _, metrics_line = trainer_metrics_line(2 * 8)
     kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],
                                          step_s=0.01, model=keras_model)
@@ -624,7 +624,7 @@ def test_run_policy_and_gang_scheduling_parameters_reach_the_mpijob(kube, data, 
 
 
 def test_kueue_queue_parameter_reaches_the_mpijob(kube, data, tmp_path, keras_model):
-    """Issue 21 item 4: the component's kueue_queue -> queue label and suspend; the task
+    """The component's kueue_queue -> queue label and suspend; the task
     still succeeds once the job runs (the double resumes it when the test plays Kueue)."""
     _, metrics_line = trainer_metrics_line(2 * 8)
     kube.controller = RankZeroController(outcome="Succeeded", log=[metrics_line],

@@ -1,5 +1,4 @@
-"""Unknown fields in a job file, refused as ``kubectl apply --server-side`` refuses them
-(issue 22 item 8).
+"""Unknown fields in a job file, refused as ``kubectl apply --server-side`` refuses them.
 
 The local runner takes what a user would ``kubectl apply``. A server-side apply patch is
 converted to the object's structured schema and an undeclared field is an error, whatever

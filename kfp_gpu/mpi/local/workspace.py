@@ -14,7 +14,7 @@
 - ``emptydir/<pod>/<volume>``: one 0777 folder per ``emptyDir`` mount (kubelet's mode).
 
 A caller that is not root cannot give files to root: see :func:`secret_file_stats` for
-what the runner does then (issue 21 item 14).
+what the runner does then.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ SECRET_UID = 0
 #: volumes report ``ReadOnly: true``, ``pkg/volume/secret/secret.go`` GetAttributes) when
 #: the pod has an ``fsGroup``: ``roMask`` in ``pkg/volume/volume_linux.go``
 #: changeFilePermission (``info.Mode()|mask``; ``rwMask`` 0660 for writable volumes).
-#: mpi-operator's 0600 for ``/root/.ssh`` thus becomes 0640 (issue 21 item 8).
+#: mpi-operator's 0600 for ``/root/.ssh`` thus becomes 0640.
 FS_GROUP_READ_ONLY_MASK = 0o440
 #: The mode ssh and sshd accept for a private key that their own user owns: nobody else may
 #: read it (openssh-portable ``authfile.c`` sshkey_perm_ok: ``st_uid == getuid()`` and

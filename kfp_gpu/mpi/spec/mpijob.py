@@ -354,8 +354,9 @@ def run_policy(opts: MPIJobOptions) -> dict:
     if given is not None and creation == "WaitForWorkersReady" and given > workers:
         raise ValueError(f"min_available {given} > workers {workers}: with "
                          "launcherCreationPolicy WaitForWorkersReady the Launcher is created "
-                         "only after the Workers run, so a gang of more than the Workers never "
-                         f"starts (mpi-operator issue 608); accepted: 1..{workers}")
+                         "only after the Workers run, so a gang of more than the Workers "
+                         "never starts (kubeflow/mpi-operator issue 608); accepted: "
+                         f"1..{workers}")
     default = scheduling.default_min_available(workers, creation)
     if given is None and default is not None:
         out["schedulingPolicy"] = {"minAvailable": default, **out.get("schedulingPolicy", {})}

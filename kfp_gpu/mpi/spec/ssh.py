@@ -93,7 +93,7 @@ class SshOptions:
 #: The project's horovod image runs as ``mpiuser``: with it, also set ``run_as_user=0,
 #: run_as_group=0`` (``dataclasses.replace``). With ``fs_group`` kubelet makes root's key
 #: 0640 (the operator's 0600 plus group read), which ssh ignores for its own user's key;
-#: the horovod image's ``/usr/local/bin/ssh`` hands ssh an owner-only copy (issue 21
-#: item 8, images/horovod/ssh-wrapper.sh; tests/containers/test_worker_ssh.py).
+#: the horovod image's ``/usr/local/bin/ssh`` hands ssh an owner-only copy
+#: (images/horovod/ssh-wrapper.sh; tests/containers/test_worker_ssh.py).
 ROOT_SSH = SshOptions(worker_command=("python3", *WORKER_START, "/usr/sbin/sshd", "-De"),
                       ssh_auth_mount_path="/root/.ssh", run_as_user=None, run_as_group=None)
