@@ -116,9 +116,11 @@ def compile_cmd(
     from kfp_gpu.compiler import compile as comp
     from kfp_gpu.compiler import task_settings
 
-    try:  # each item was checked by its callback; this refuses a mount path given twice
-        settings = task_settings.from_options(secret_env or (), pvc or (),
-                                              secret_volume or (), resources or ())
+    # The callbacks (kfp_gpu.cli.checks) parsed each value: gpu is a GpuRequest, the
+    # repeatable options lists of kfp_gpu.compiler.task_settings objects.
+    try:  # this refuses a mount path given twice
+        settings = task_settings.from_parsed(secret_env or (), pvc or (),
+                                             secret_volume or (), resources or ())
     except ValueError as e:
         _fail(errors.refusal(e))
     if check:

@@ -1,8 +1,15 @@
 """Option callbacks shared by the commands: each refuses a bad value before the command runs
-(exit 2, one line naming the option and what it accepts).
+(exit 2, one line naming the option and what it accepts) and returns the parsed value,
+which replaces the option's text (typer 0.29 ``typer/core.py``
+``_TyperParameter.process_value``: the callback's return value is the parameter's
+value), so the library gets parsed objects and parses no text again: ``--gpu`` a
+:class:`kfp_gpu.gpu.GpuRequest`, ``compile --secret-env/--pvc/--secret-volume/
+--resources`` the objects of :mod:`kfp_gpu.compiler.task_settings`, ``mpijob run-local
+--pvc`` ``(claim, folder)`` pairs.
 
 The rules live in the library (:mod:`kfp_gpu.compiler.k8s_rules`,
-:class:`kfp_gpu.release.images.ImageSet`); these only turn their ``ValueError`` into
+:mod:`kfp_gpu.compiler.task_settings`, :class:`kfp_gpu.release.images.ImageSet`,
+:func:`kfp_gpu.cli.run_local.pvc_item`); these only turn their ``ValueError`` into
 ``typer.BadParameter`` so click names the option.
 """
 
@@ -16,16 +23,17 @@ import typer
 
 def _rule(check, *, empty_passes: bool = False, doc: str = ""):
     """An option callback that runs the library rule ``check(value)`` (None passes; ''
-    too when ``empty_passes``) and turns its ValueError into ``typer.BadParameter``; the
-    value the rule returns (normalized) is the option's value when it returns one."""
-    def callback(ctx: typer.Context, param, value: str | None) -> str | None:
+    too when ``empty_passes``) and turns its ValueError into ``typer.BadParameter``; what
+    the rule returns (the parsed or normalized value) is the option's value, the text when
+    it returns None."""
+    def callback(ctx: typer.Context, param, value: str | None):
         if value is None or (empty_passes and not value) or ctx.resilient_parsing:
             return value
         try:
             out = check(value)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
-        return value if out is None or not isinstance(out, str) else out
+        return value if out is None else out
     callback.__doc__ = doc
     return callback
 
@@ -45,7 +53,8 @@ def _image_set(value: str) -> None:
 
 
 gpu = _rule(_k8s("gpu_request"),
-            doc="``--gpu``: None = the pipeline's own; else a request Kubernetes would accept.")
+            doc="``--gpu``: None = the pipeline's own; else the :class:`kfp_gpu.gpu.GpuRequest` "
+            "of a request Kubernetes would accept.")
 registry = _rule(_image_set, doc="``--registry``: None = the default; else an image name "
                  "prefix (not empty).")
 namespace = _rule(_k8s("dns1123_label"), doc="A namespace option: a DNS-1123 label.")
@@ -118,49 +127,44 @@ def kubeconfig(ctx: typer.Context, param, value: str | None) -> str | None:
     return value
 
 
-def pvc(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
-    """``--pvc CLAIM=DIR`` items: CLAIM a PersistentVolumeClaim name (DNS-1123 subdomain),
-    DIR an existing folder."""
-    if not value or ctx.resilient_parsing:
+def pvc(ctx: typer.Context, param, value: list[str] | None) -> list[tuple[str, str]] | None:
+    """``mpijob run-local --pvc CLAIM=DIR`` items -> ``[(claim, folder), ...]``: CLAIM a
+    PersistentVolumeClaim name (DNS-1123 subdomain), DIR an existing folder
+    (:func:`kfp_gpu.cli.run_local.pvc_item`). A list, not a dict: typer hands a
+    repeatable option's value to the command as ``list(value)`` (typer 0.29
+    ``typer/main.py`` ``_normalize_collection_value``), a dict's keys only."""
+    if value is None or ctx.resilient_parsing:
         return value
-    from pathlib import Path
+    from kfp_gpu.cli import run_local
 
-    from kfp_gpu.compiler import k8s_rules
-
-    for item in value:
-        claim, sep, folder = item.partition("=")
-        if not sep or not claim or not folder:
-            raise typer.BadParameter(f"{item!r}: accepted is CLAIM=DIR, e.g. "
-                                     "--pvc resnet-shared=/tmp/shared")
-        try:
-            k8s_rules.dns1123_subdomain(claim, f"claim of {item!r}")
-        except ValueError as e:
-            raise typer.BadParameter(str(e)) from None
-        if not Path(folder).expanduser().is_dir():
-            raise typer.BadParameter(f"{item!r}: {folder} is not an existing folder")
-    return value
+    try:
+        return [run_local.pvc_item(item) for item in value]
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def _each(parse_name: str, doc: str):
     """A callback for a repeatable option: every item through
-    ``kfp_gpu.compiler.task_settings.<parse_name>`` (its ValueError -> ``typer.BadParameter``)."""
-    def callback(ctx: typer.Context, param, value: list[str] | None) -> list[str] | None:
+    ``kfp_gpu.compiler.task_settings.<parse_name>`` (its ValueError -> ``typer.BadParameter``);
+    the option's value is the list of what it returns, one entry per item."""
+    def callback(ctx: typer.Context, param, value: list[str] | None) -> list | None:
         if not value or ctx.resilient_parsing:
             return value
         from kfp_gpu.compiler import task_settings
 
-        for item in value:
-            try:
-                getattr(task_settings, parse_name)(item)
-            except ValueError as e:
-                raise typer.BadParameter(str(e)) from None
-        return value
+        parse = getattr(task_settings, parse_name)
+        try:
+            return [parse(item) for item in value]
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
     callback.__doc__ = doc
     return callback
 
 
 secret_env = _each("parse_secret_env", "``compile --secret-env``: SECRET or "
-                   "SECRET:KEY=ENV[,KEY=ENV].")
-task_pvc = _each("parse_pvc", "``compile --pvc``: CLAIM:/mount/path.")
-secret_volume = _each("parse_secret_volume", "``compile --secret-volume``: SECRET:/dir[:KEY].")
-task_resources = _each("parse_resources", "``compile --resources``: TASK=KEY:Q[,KEY:Q].")
+                   "SECRET:KEY=ENV[,KEY=ENV] -> tuples of SecretEnv.")
+task_pvc = _each("parse_pvc", "``compile --pvc``: CLAIM:/mount/path -> PvcMount.")
+secret_volume = _each("parse_secret_volume", "``compile --secret-volume``: SECRET:/dir[:KEY] "
+                      "-> SecretVolume.")
+task_resources = _each("parse_resources", "``compile --resources``: TASK=KEY:Q[,KEY:Q] -> "
+                       "(task, Resources).")

@@ -20,7 +20,7 @@ def doctor_command(
     pipeline: str | None = typer.Option(
         None, "--pipeline", help="Catalog pipeline name or compiled pipeline YAML whose "
         "needs to check (GPU request, MPI Operator, launcher RBAC)."),
-    gpu_text: str | None = typer.Option(
+    request: str | None = typer.Option(  # the callback hands over a GpuRequest
         None, "--gpu", callback=checks.gpu, help="GPU request to check, e.g. 'gpu:2', 'mig:1g.10gb', "
         "'shared:1,renamed=true', 'metagpu:50', 'dra:mig=1g.10gb' (DRA, alpha upstream: checks "
         "resource.k8s.io/v1, NVIDIA's DeviceClasses and ResourceSlices) (replaces the pipeline's "
@@ -51,13 +51,12 @@ def doctor_command(
     Kubernetes API or the KFP API (--kfp-host) does not answer (the report is printed first).
     """
     # The library is imported when the command runs (the CLI stays cheap to start).
-    from kfp_gpu import gpu, kube
+    from kfp_gpu import kube
     from kfp_gpu.cluster import doctor, kfp_api
 
     try:
         if backend not in ("mpijob", "trainjob"):  # = doctor.backends.BACKENDS
             raise ValueError(f"invalid --backend {backend!r}; accepted: mpijob, trainjob")
-        request = gpu.parse(gpu_text) if gpu_text else None
         needs = _needs(pipeline, request)
         if needs is not None:
             needs.backend = backend

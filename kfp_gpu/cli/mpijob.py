@@ -33,6 +33,7 @@ def run_local_command(
                                help="YAML/JSON file with a kubeflow.org/v2beta1 MPIJob "
                                "or a trainer.kubeflow.org/v1alpha1 TrainJob."),
     pvc: list[str] = typer.Option(  # noqa: B008 - typer's declaration style
+        # CLAIM=DIR texts; the callback hands the command (claim, folder) pairs
         [], "--pvc", callback=checks.pvc,
         help="CLAIM=DIR: the local folder standing in for a PVC (repeatable)."),
     image: str | None = typer.Option(
@@ -62,7 +63,7 @@ def run_local_command(
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        code = local_cli.run_local(file, pvc=pvc, image=image, replace=replace, keep=keep,
+        code = local_cli.run_local(file, pvc=dict(pvc), image=image, replace=replace, keep=keep,
                                    ready_timeout_s=ready_timeout, runtime=runtime)
     except ValueError as e:
         typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)

@@ -121,18 +121,39 @@ def missing_images(job: Mapping, runtime: Mapping | None = None) -> list[str]:
     return out
 
 
-def parse_pvc(items: Sequence[str]) -> dict[str, str]:
-    """``["CLAIM=DIR", ...]`` -> {claim: dir}.
+def pvc_item(item: str) -> tuple[str, str]:
+    """One ``--pvc CLAIM=DIR`` -> ``(claim, folder)``: CLAIM a PersistentVolumeClaim name
+    (a DNS-1123 subdomain, :func:`kfp_gpu.compiler.k8s_rules.dns1123_subdomain`), DIR an
+    existing folder.
 
     Raises:
-        ValueError: an item without ``=`` or with an empty side.
+        ValueError: one line naming the item and what is accepted (no option name: the
+            caller adds it).
+    """
+    from kfp_gpu.compiler import k8s_rules
+
+    claim, sep, folder = item.partition("=")
+    if not sep or not claim or not folder:
+        raise ValueError(f"{item!r}: accepted is CLAIM=DIR, e.g. "
+                         "--pvc resnet-shared=/tmp/shared")
+    k8s_rules.dns1123_subdomain(claim, f"claim of {item!r}")
+    if not Path(folder).expanduser().is_dir():
+        raise ValueError(f"{item!r}: {folder} is not an existing folder")
+    return claim, folder
+
+
+def parse_pvc(items: Sequence[str]) -> dict[str, str]:
+    """``["CLAIM=DIR", ...]`` -> {claim: dir}, each item by :func:`pvc_item`.
+
+    Raises:
+        ValueError: ``invalid --pvc`` and :func:`pvc_item`'s reason.
     """
     out = {}
     for item in items:
-        claim, sep, folder = item.partition("=")
-        if not sep or not claim or not folder:
-            raise ValueError(f"invalid --pvc {item!r}: accepted is CLAIM=DIR, e.g. "
-                             "--pvc resnet-shared=/tmp/shared")
+        try:
+            claim, folder = pvc_item(item)
+        except ValueError as e:
+            raise ValueError(f"invalid --pvc {e}") from None
         out[claim] = folder
     return out
 
@@ -185,7 +206,7 @@ def _runner_for(file, pvc, image, ready_timeout_s, runtime,
                          "set image in the file or pass --image")
     try:
         runner = local_runner.LocalMPIJobRunner(
-            job, runtime=runtime_obj, pvc_dirs=parse_pvc(pvc), image=image,
+            job, runtime=runtime_obj, pvc_dirs=dict(pvc or {}), image=image,
             ready_timeout_s=ready_timeout_s, on_status=_status_printer())
     except docker.errors.DockerException as e:
         host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
@@ -212,7 +233,8 @@ def _interrupted(runner: local_runner.LocalMPIJobRunner, signum: int) -> int:
     return 128 + signum
 
 
-def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = None,
+def run_local(file: str | Path, *, pvc: Mapping[str, str] | None = None,
+              image: str | None = None,
               replace: bool = False, keep: bool = False, ready_timeout_s: float = 120.0,
               runtime: str | Path | None = None) -> int:
     """Run the MPIJob (or TrainJob) in ``file`` as local containers; print Launcher output
@@ -222,7 +244,8 @@ def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = 
         file: YAML/JSON with a ``kubeflow.org/v2beta1`` MPIJob (``kfp-gpu`` writes one with
             ``mpijob.to_yaml``) or a ``trainer.kubeflow.org/v1alpha1`` TrainJob
             (``trainjob.to_yaml``).
-        pvc: ``CLAIM=DIR`` items: the local folder standing in for each PVC.
+        pvc: claim -> the local folder standing in for that PVC (``--pvc CLAIM=DIR``,
+            parsed by :func:`parse_pvc`).
         image: replace every pod template's image (e.g. a locally built tag).
         replace: delete what an earlier run of the same job left first.
         keep: leave containers, network and workspace in place afterwards (inspect them
@@ -239,8 +262,8 @@ def run_local(file: str | Path, *, pvc: Sequence[str] = (), image: str | None = 
 
     Raises:
         ValueError: missing or unreadable file, no job in it, a field its CRD does not
-            declare (:mod:`kfp_gpu.mpi.local.fields`), a container without an image, bad
-            ``--pvc``, unsupported volume kinds, no runtime.
+            declare (:mod:`kfp_gpu.mpi.local.fields`), a container without an image,
+            unsupported volume kinds, no runtime.
     """
     import docker
     import requests
@@ -299,8 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return run_local(a.file, pvc=a.pvc, image=a.image, replace=a.replace, keep=a.keep,
-                         ready_timeout_s=a.ready_timeout, runtime=a.runtime)
+        return run_local(a.file, pvc=parse_pvc(a.pvc), image=a.image, replace=a.replace,
+                         keep=a.keep, ready_timeout_s=a.ready_timeout, runtime=a.runtime)
     except ValueError as e:  # input errors: one line, exit 2 (as the kfp-gpu command)
         print(f"error: {e}", file=sys.stderr)
         return 2

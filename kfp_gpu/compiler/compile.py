@@ -19,11 +19,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kfp_gpu import __version__
 from kfp_gpu.compiler import registry, task_settings
 from kfp_gpu.inputs import storage
 from kfp_gpu.release import images
+
+if TYPE_CHECKING:
+    from kfp_gpu.gpu import GpuRequest
 
 log = logging.getLogger(__name__)
 #: The Trainer runtimes' kustomize folders, relative to the repository root: the
@@ -70,16 +74,18 @@ def targets(output_dir: Path | None = None, only: str | None = None) -> list[Tar
     return out
 
 
-def compile_target(t: Target, dest: Path, gpu: str | None = None,
+def compile_target(t: Target, dest: Path, gpu: GpuRequest | str | None = None,
                    image_set: images.ImageSet | None = None,
                    settings: task_settings.TaskSettings | None = None) -> None:
-    """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` if given and
+    """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` (a
+    :class:`kfp_gpu.gpu.GpuRequest`, as ``kfp-gpu compile --gpu`` parsed it, or its text;
+    each pipeline's ``build`` takes either) if given and
     the task ``settings`` (:mod:`kfp_gpu.compiler.task_settings`) if not the default; every
     image reference of the default set becomes ``image_set``'s (default: unchanged)."""
     storage.write_text(dest, compile_text(t, gpu, image_set, settings))
 
 
-def compile_text(t: Target, gpu: str | None = None,
+def compile_text(t: Target, gpu: GpuRequest | str | None = None,
                  image_set: images.ImageSet | None = None,
                  settings: task_settings.TaskSettings | None = None) -> str:
     """The YAML text :func:`compile_target` writes (nothing is written)."""
@@ -264,7 +270,7 @@ def _umask() -> int:
     return mask
 
 
-def compile_all(output_dir: Path | None = None, gpu: str | None = None,
+def compile_all(output_dir: Path | None = None, gpu: GpuRequest | str | None = None,
                 only: str | None = None, registry: str | None = None,
                 tag: str | None = None, pin_digests: bool = False,
                 settings: task_settings.TaskSettings | None = None) -> list[Path]:

@@ -245,25 +245,41 @@ def parse_resources(item: str) -> tuple[str, Resources]:
     return task, Resources(**fields).check(f"--resources {item!r}: ")
 
 
-def from_options(secret_env: Iterable[str] = (), pvc: Iterable[str] = (),
-                 secret_volume: Iterable[str] = (), resources: Iterable[str] = ()
-                 ) -> TaskSettings:
-    """The settings of the ``compile`` options' texts (each parsed as above).
+def from_parsed(secret_env: Iterable[tuple[SecretEnv, ...]] = (),
+                pvcs: Iterable[PvcMount] = (), secret_volumes: Iterable[SecretVolume] = (),
+                resources: Iterable[tuple[str, Resources]] = ()) -> TaskSettings:
+    """The settings of parsed ``compile`` options, each entry as its parser returns it
+    (:func:`parse_secret_env`, :func:`parse_pvc`, :func:`parse_secret_volume`,
+    :func:`parse_resources`; the CLI's option callbacks call them, once per value); no
+    text is parsed here.
 
     Raises:
-        ValueError: the first malformed item (one line naming the accepted form).
+        ValueError: a mount path given twice (``--pvc``/``--secret-volume``).
     """
-    mounts = [parse_pvc(p) for p in pvc]
-    volumes = [parse_secret_volume(v) for v in secret_volume]
+    mounts, volumes = tuple(pvcs), tuple(secret_volumes)
     paths = [m.path for m in mounts] + [v.path for v in volumes]
     for p in paths:
         if paths.count(p) > 1:
             raise ValueError(f"mount path {p} given twice (--pvc/--secret-volume): each "
                              "mount needs its own path")
-    return TaskSettings(
-        secret_env=tuple(s for item in secret_env for s in parse_secret_env(item)),
-        pvcs=tuple(mounts), secret_volumes=tuple(volumes),
-        resources=tuple(parse_resources(r) for r in resources))
+    return TaskSettings(secret_env=tuple(s for item in secret_env for s in item),
+                        pvcs=mounts, secret_volumes=volumes, resources=tuple(resources))
+
+
+def from_options(secret_env: Iterable[str] = (), pvc: Iterable[str] = (),
+                 secret_volume: Iterable[str] = (), resources: Iterable[str] = ()
+                 ) -> TaskSettings:
+    """The settings of the ``compile`` options' texts, each parsed once as above
+    (:func:`from_parsed`); for callers that hold the texts, e.g. tests.
+
+    Raises:
+        ValueError: the first malformed item (one line naming the accepted form), a mount
+            path given twice.
+    """
+    return from_parsed(secret_env=[parse_secret_env(item) for item in secret_env],
+                       pvcs=[parse_pvc(p) for p in pvc],
+                       secret_volumes=[parse_secret_volume(v) for v in secret_volume],
+                       resources=[parse_resources(r) for r in resources])
 
 
 def apply(task, name: str, settings: TaskSettings | None = None,

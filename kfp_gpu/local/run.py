@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kfp_gpu.compiler import registry
 from kfp_gpu.inputs import datadir
@@ -18,6 +19,9 @@ from kfp_gpu.local import interrupt
 from kfp_gpu.local import log as run_log
 from kfp_gpu.parameters import command_line as params_mod
 from kfp_gpu.parameters import declared
+
+if TYPE_CHECKING:
+    from kfp_gpu.gpu import GpuRequest
 
 DATA_DIR_ENV = datadir.ENV
 RUNNERS = ("subprocess", "docker")
@@ -84,10 +88,12 @@ def _task_runner(runner: str, root: str, data_dir: str | None, run_id: str):
     return task_runner, lambda: local_docker.remove_containers(run_id)
 
 
-def run(name: str, params: dict[str, str], *, gpu: str | None = None,
+def run(name: str, params: dict[str, str], *, gpu: GpuRequest | str | None = None,
         pipeline_root: str = "local_outputs", data_dir: str | None = None,
         verbose: bool = False, runner: str = "subprocess") -> dict:
-    """Run pipeline ``name`` under kfp.local; returns a summary of its outputs.
+    """Run pipeline ``name`` under kfp.local; returns a summary of its outputs. ``gpu``:
+    the GPU request (a :class:`kfp_gpu.gpu.GpuRequest`, as ``run --gpu`` parsed it, or its
+    text), None = the pipeline's own.
 
     The terminal shows one line per task start/end and the components' progress lines;
     every line of every task is kept in ``<pipeline_root>/logs/<name>-<UTC time>/<task>.log``
