@@ -304,7 +304,7 @@ def _create_cluster(plane: Plane) -> None:
     if rc != 0:
         tail = (plane.logs / "kwokctl.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"kwokctl create cluster failed ({rc}):\n{tail}")
-    processes.adopt(plane.dir, plane.workdir / "clusters" / plane.name)
+    processes.adopt(plane.dir, plane.workdir / "clusters" / plane.name, plane.env())
 
 
 def _wait_nodes_ready(plane: Plane, names: list[str], timeout: float = 120) -> None:

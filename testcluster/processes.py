@@ -96,29 +96,47 @@ def run_once(plane_dir: Path, name: str, argv: list[str], env: dict[str, str], l
         (folder(plane_dir) / f"{name}.json").unlink(missing_ok=True)
 
 
-def adopt(plane_dir: Path, home: Path) -> list[str]:
+def adopt(plane_dir: Path, home: Path, env: dict[str, str] | None = None) -> list[str]:
     """Supervise the components kwokctl started for the cluster in ``home``: for each
     ``home/pids/<component>.pid`` (kwok v0.8.0 pkg/kwokctl/runtime/exec.go ``ForkExec``:
     the process runs in ``home``, its output in ``home/logs/<component>.log``) a spec with
     the process's own argv, environment and cwd read from /proc, and that pid file, so a
-    restart updates kwokctl's record. Returns the names adopted.
+    restart updates kwokctl's record. A component that already exited is taken from
+    kwokctl's own record of it, ``home/kwok.yaml`` (``binary``, ``args``, ``workDir``,
+    ``envs`` on top of kwokctl's environment ``env``: pkg/kwokctl/runtime/binary
+    cluster_operation.go ``startComponent``), and restarted after the backoff. Returns the
+    names adopted.
 
     Raises:
-        RuntimeError: a recorded component does not run (it cannot be read from /proc).
+        RuntimeError: a recorded component neither runs nor is in kwok.yaml.
     """
+    import yaml
+
+    conf = {}
+    with contextlib.suppress(OSError, yaml.YAMLError):
+        for doc in yaml.safe_load_all((Path(home) / "kwok.yaml").read_text()):
+            for c in (doc or {}).get("components") or []:
+                conf[c["name"]] = c
     names = []
     for f in sorted((Path(home) / "pids").glob("*.pid")):
         pid = _read_pid(f)
         try:
-            argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
+            argv = [a.decode() for a in
+                    Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
             raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             cwd = os.readlink(f"/proc/{pid}/cwd")
             out = os.readlink(f"/proc/{pid}/fd/1")
-        except (OSError, TypeError) as e:
-            raise RuntimeError(f"kwokctl's {f.stem} (pid {pid}) does not run: {e}") from None
-        env = dict(kv.decode().split("=", 1) for kv in raw if b"=" in kv)
+            envs = dict(kv.decode().split("=", 1) for kv in raw if b"=" in kv)
+        except (OSError, TypeError):
+            c = conf.get(f.stem)
+            if c is None:
+                raise RuntimeError(f"kwokctl's {f.stem} (pid {pid}) does not run and is not "
+                                   f"in {home}/kwok.yaml") from None
+            argv, cwd, out = [c["binary"], *(c.get("args") or [])], c.get("workDir") or home, ""
+            envs = {**(env or os.environ), **{e["name"]: e.get("value", "")
+                                              for e in c.get("envs") or []}}
         log = out if out.startswith("/") else str(Path(home) / "logs" / f"{f.stem}.log")
-        write_spec(plane_dir, f.stem, argv, env, cwd, log, [str(f)], adopt=True)
+        write_spec(plane_dir, f.stem, argv, envs, str(cwd), log, [str(f)], adopt=True)
         names.append(f.stem)
     return names
 

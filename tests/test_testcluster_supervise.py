@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testcluster import controlplane, processes, supervise
 
@@ -181,17 +182,31 @@ def test_kwokctls_components_are_adopted_restarted_and_stopped_by_down(plane):
     first = supervise._read_pid(home / "pids" / "etcd.pid")
     assert int(Path(f"/proc/{first}/stat").read_text().rsplit(")", 1)[1].split()[1]) == \
         supervise._read_pid(supervise.pid_file(plane)), "the orphan's parent is the supervisor"
-    assert processes.adopt(plane, home) == ["etcd"]
+    # a component that exited before it was adopted: taken from kwokctl's kwok.yaml
+    (home / "bin" / "kwok-controller").symlink_to(SLEEP)
+    (home / "pids" / "kwok-controller.pid").write_text("999999999")
+    (home / "kwok.yaml").write_text(yaml.safe_dump({"components": [{
+        "name": "kwok-controller", "binary": str(home / "bin" / "kwok-controller"),
+        "args": ["301"], "workDir": str(home), "envs": [{"name": "MARK", "value": "k"}]}]}))
+    assert processes.adopt(plane, home) == ["etcd", "kwok-controller"]
     wait_for(lambda: supervise.state(plane, "etcd").get("pid") == first, what="adoption")
+    late = wait_for(lambda: supervise.alive(p := supervise._read_pid(
+        home / "pids" / "kwok-controller.pid")) and p, 10, "kwok-controller from kwok.yaml")
+    assert Path(f"/proc/{late}/cmdline").read_bytes().split(b"\0")[:-1] == [
+        str(home / "bin" / "kwok-controller").encode(), b"301"]
+    assert b"MARK=k" in Path(f"/proc/{late}/environ").read_bytes().split(b"\0")
     os.kill(first, signal.SIGKILL)
     second = wait_for(lambda: (p := supervise._read_pid(home / "pids" / "etcd.pid")) != first
                       and p, 10, "kwokctl's pid file to name the restarted etcd")
     argv = Path(f"/proc/{second}/cmdline").read_bytes().split(b"\0")[:-1]
     assert argv == [str(home / "bin" / "etcd").encode(), b"300"]
     assert os.readlink(f"/proc/{second}/cwd") == str(home)
-    assert "restarted etcd (killed by SIGKILL" in log_lines(plane)[0]
+    assert any(ln.split(" ", 1)[1].startswith(f"restarted etcd (killed by SIGKILL, pid {first})")
+               for ln in log_lines(plane)), log_lines(plane)
+    assert any(f"restarted kwok-controller (exit status unknown, pid 999999999), restart 1, "
+               f"after 0.3 s backoff: pid {late}" in ln for ln in log_lines(plane))
     supervisor = supervise._read_pid(supervise.pid_file(plane))
     controlplane.down(plane)
     assert not supervise.alive(supervisor)
-    assert not supervise.alive(second) and not supervise.alive(first)
+    assert not any(supervise.alive(p) for p in (first, second, late))
     assert not plane.exists()

@@ -70,6 +70,19 @@ def supervised(real_node):
     return real_node
 
 
+@pytest.fixture(scope="module")
+def horovod(supervised, request) -> str:
+    """The horovod image's ref in the real node's containerd: used as it is when the node
+    holds it already (no Docker engine needed then), else copied by ``node_image``."""
+    from testcluster import node
+    from tests.containers.engine import image_ref
+
+    ref = image_ref("horovod")
+    if ref in node.node_images(supervised):
+        return ref
+    return request.getfixturevalue("node_image")("horovod")
+
+
 def sleeper(ns: str, name: str, image: str, seconds: int, backend=backends.MPIJOB) -> dict:
     """A job of the horovod image whose 2 ranks print RANK_UP and sleep ``seconds``, then
     end (mpirun exits 0, the job succeeds); every pod on the real node."""
@@ -231,12 +244,12 @@ def finish(proc, timeout: float) -> tuple[str, str]:
 
 
 def test_api_server_stopped_and_started_again_mid_run(supervised, api, namespace,
-                                                     node_image, tmp_path):
+                                                     horovod, tmp_path):
     plane = supervised
     name = f"apigap-{uuid.uuid4().hex[:5]}"
     census = Census(api, namespace, MPIJOB_KINDS)
     census.start()
-    proc = run_launcher(plane, sleeper(namespace, name, node_image("horovod"), 150), tmp_path)
+    proc = run_launcher(plane, sleeper(namespace, name, horovod, 150), tmp_path)
     try:
         ranks_up(api, namespace, name)
         before = {c: restarts(plane, c) for c in CONTROLLERS}
@@ -287,13 +300,13 @@ def plane_running(plane, name: str) -> bool:
         return False
 
 
-def test_mpi_operator_killed_and_kept_down_mid_run(supervised, api, namespace, node_image,
+def test_mpi_operator_killed_and_kept_down_mid_run(supervised, api, namespace, horovod,
                                                    tmp_path):
     plane = supervised
     name = f"opkill-{uuid.uuid4().hex[:5]}"
     census = Census(api, namespace, MPIJOB_KINDS)
     census.start()
-    proc = run_launcher(plane, sleeper(namespace, name, node_image("horovod"), 180), tmp_path)
+    proc = run_launcher(plane, sleeper(namespace, name, horovod, 180), tmp_path)
     try:
         ranks_up(api, namespace, name)
         # phase A: a crash, restarted by the supervisor after its backoff
@@ -340,12 +353,12 @@ def test_mpi_operator_killed_and_kept_down_mid_run(supervised, api, namespace, n
 
 
 def test_trainer_and_jobset_killed_mid_run(supervised, tier2, trainer_runtime, api,
-                                           namespace, node_image, tmp_path):
+                                           namespace, horovod, tmp_path):
     plane = supervised
     name = f"tjkill-{uuid.uuid4().hex[:5]}"
     census = Census(api, namespace, TRAINJOB_KINDS)
     census.start()
-    job = sleeper(namespace, name, node_image("horovod"), 120, backend=backends.TRAINJOB)
+    job = sleeper(namespace, name, horovod, 120, backend=backends.TRAINJOB)
     assert job["spec"]["runtimeRef"]["name"] == trainer_runtime
     proc = run_launcher(plane, job, tmp_path)
     try:
