@@ -236,8 +236,11 @@ class Supervisor:
         p = self.procs.get(name)
         if p is None or p.token != spec["token"]:
             p = self.procs[name] = _Proc(spec["token"])
-            if spec["adopt"]:
-                p.pid = next((_read_pid(f) for f in spec["pid_files"]), None)
+            recorded = next((_read_pid(f) for f in spec["pid_files"]), None)
+            # adopted, or started by a supervisor before this one (spawn removes the pid
+            # files of what it starts anew)
+            if spec["adopt"] or (not spec["once"] and alive(recorded)):
+                p.pid = recorded
             else:
                 p.pid = self._launch(spec)
                 self.say(f"started {name}: pid {p.pid}")
@@ -259,8 +262,8 @@ class Supervisor:
                 self.say(f"{name} held: left down (pid {pid} "
                          f"{exit_text(self.exits.get(pid))})")
             return
-        if p.held:  # released: started again at once, no backoff
-            p.held, p.exit, p.delay = False, self.exits.pop(pid, None), 0.0
+        if p.held:  # released: started again at once; not a crash, the backoff stays
+            p.held, p.exit = False, self.exits.pop(pid, None)
             self._restart(spec, p, "released from hold")
             return
         if p.due is None:

@@ -147,6 +147,10 @@ def test_a_held_process_stays_down_until_released(plane, tmp_path):
                       "the released restart")
     [line] = log_lines(plane)
     assert f"pid {first}), restart 1, released from hold: pid {second}" in line
+    os.kill(second, signal.SIGKILL)  # a crash after the release: the backoff's first delay
+    wait_for(lambda: len(log_lines(plane)) == 2, 5, "the restart after the crash")
+    assert f"(killed by SIGKILL, pid {second}), restart 2, after 0.3 s backoff" in \
+        log_lines(plane)[1]
 
 
 def test_stop_process_is_not_undone_and_start_process_starts_again(plane):
@@ -210,3 +214,17 @@ def test_kwokctls_components_are_adopted_restarted_and_stopped_by_down(plane):
     assert not supervise.alive(supervisor)
     assert not any(supervise.alive(p) for p in (first, second, late))
     assert not plane.exists()
+
+
+def test_a_supervisor_started_again_adopts_what_runs_and_starts_nothing_twice(plane, tmp_path):
+    first = recorder(plane, tmp_path / "out")
+    processes.stop(plane)
+    processes.start(plane, FAST)
+    time.sleep(4 * FAST.initial_s)
+    assert len(list((tmp_path / "out").glob("*.json"))) == 1, "a second copy was started"
+    assert supervise.state(plane, "daemon")["pid"] == first
+    os.kill(first, signal.SIGKILL)  # not its child now: the status is unknown, the restart not
+    second = wait_for(lambda: (p := current_pid(plane, "daemon")) != first and p, 10,
+                      "a restart by the new supervisor")
+    assert f"(exit status unknown, pid {first}), restart 1" in log_lines(plane)[-1]
+    assert supervise.alive(second)
