@@ -35,11 +35,12 @@ def api(kube):
     return client.CustomObjectsApi(kube.api_client())
 
 
-def test_served_table_names_the_four_kinds():
+def test_served_table_names_the_five_kinds():
     assert {(s.api_version, s.kind, s.namespaced) for s in SERVED.values()} == {
         ("kubeflow.org/v2beta1", "MPIJob", True), (f"{G}/{V}", "TrainJob", True),
         (f"{G}/{V}", "ClusterTrainingRuntime", False),
-        ("resource.k8s.io/v1", "ResourceClaimTemplate", True)}  # dra jobs
+        ("resource.k8s.io/v1", "ResourceClaimTemplate", True),  # dra jobs
+        ("coordination.k8s.io/v1", "Lease", True)}  # the operators' leader Leases
 
 
 def test_trainjob_create_get_list_delete(kube, api):

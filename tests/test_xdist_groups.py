@@ -20,6 +20,15 @@ def _collected() -> list[str]:
     return [ln for ln in out.splitlines() if "::" in ln]
 
 
+def _block_needing(page: str, need: str) -> str:
+    """The test id of the first code block of ``page`` whose ``# needs:`` line is ``need``
+    (the id names the line of the block's opening fence)."""
+    lines = (REPO / page).read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"# needs: {need}"))
+    fence = max(i for i in range(at) if lines[i].startswith("```"))
+    return f"tests/test_docs_run.py::test_block[{page}:{fence + 1}]"
+
+
 def test_plane_and_engine_tests_each_share_one_group():
     ids = _collected()
     groups = {i: conftest.xdist_group(i) for i in ids}
@@ -29,8 +38,8 @@ def test_plane_and_engine_tests_each_share_one_group():
     assert {groups[i] for i in cluster} == {"plane"}
     assert {groups[i] for i in containers} == {"engine"}
     # the docs blocks that need the plane or the registry run beside those tests
-    assert groups["tests/test_docs_run.py::test_block[docs/cluster.md:67]"] == "plane"
-    assert groups["tests/test_docs_run.py::test_block[docs/install.md:86]"] == "engine"
+    assert groups[_block_needing("docs/cluster.md", "cluster")] == "plane"
+    assert groups[_block_needing("docs/install.md", "registry")] == "engine"
     # a page's blocks are one group; other modules are one group each
     readme = {g for i, g in groups.items() if i.startswith("tests/test_docs_run.py::"
                                                            "test_block[README.md:")}
