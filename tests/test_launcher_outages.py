@@ -238,3 +238,31 @@ def test_an_api_server_gap_is_one_line_and_its_retries_another(kube, tmp_path, c
     assert len(back) == 1 and " s and 2 retries; its watch history no longer holds " \
         "resourceVersion " in back[0] and back[0].endswith("(410 Gone): re-listing"), back
     assert kube.count("POST", "/mpijobs") == 1  # never a second job
+
+
+def test_the_job_ending_is_the_recovery_when_no_lease_read_came_first(kube, caplog):
+    """The operator came back and finished the job before the next Lease read: the
+    terminal status is the change that says "reconciled again" (the watch hands it to the
+    notice before it returns)."""
+    from kfp_gpu.mpi.launch import watch
+
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    kube.controller = None
+    kube.put_object("mpijobs", "ml", {**make_job(), "status": {}})
+    kube.set_condition("ml", "resnet-test-1", "Running", "MPIJobRunning", "running")
+    kube.renew_lease(LEASE.namespace, LEASE.name)
+    clock = Clock()
+    n = notice(kube, clock)
+    n.check()
+    jobs = jobs_api.MPIJobClient(kube.api_client(), FAST)
+    t, out = in_thread(watch.wait_for_end, jobs, "ml", "resnet-test-1", watch_timeout_s=5,
+                       observer=n.seen)
+    wait_for(lambda: kube.active_watches >= 1, 10, "the watch")
+    clock.t += 40
+    n.check()
+    assert len(said(caplog, logging.WARNING)) == 1
+    kube.set_condition("ml", "resnet-test-1", "Succeeded", "MPIJobSucceeded", "done")
+    t.join(10)
+    assert "result" in out, out
+    assert said(caplog, logging.INFO) == [
+        "MPIJob ml/job-1: reconciled again (its status changed) after 0 s unreconciled"]

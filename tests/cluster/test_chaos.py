@@ -44,6 +44,7 @@ from pathlib import Path
 
 import pytest
 
+from kfp_gpu.mpi.launch import stall
 from kfp_gpu.mpi.spec import backends, crd
 from testcluster import node_config, supervise
 from tests.cluster import jobs, kube
@@ -313,7 +314,7 @@ def test_mpi_operator_killed_and_kept_down_mid_run(supervised, api, namespace, h
     name = f"opkill-{uuid.uuid4().hex[:5]}"
     census = Census(api, namespace, MPIJOB_KINDS)
     census.start()
-    proc = run_launcher(plane, sleeper(namespace, name, horovod, 180), tmp_path)
+    proc = run_launcher(plane, sleeper(namespace, name, horovod, 210), tmp_path)
     try:
         ranks_up(api, namespace, name)
         # phase A: a crash, restarted by the supervisor after its backoff
@@ -328,6 +329,8 @@ def test_mpi_operator_killed_and_kept_down_mid_run(supervised, api, namespace, h
         kube.wait_for(lambda: plane.lease_holder("mpi-operator", "mpi-operator") not in
                       ("", holder), 90, "the restarted mpi-operator to lead", interval=0.5)
         leads_s = time.monotonic() - t0
+        # the launcher reads the Lease every 15 s: let it see the new leader renew
+        time.sleep(stall.DEFAULT_LEASE_DURATION_S + 5)
         # phase B: down past 2 x its Lease duration, then started again
         supervise.hold(plane.dir, "mpi-operator")
         t1, down_at = time.monotonic(), time.time()

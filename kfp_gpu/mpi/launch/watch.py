@@ -103,9 +103,13 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
     progress = _Progress(name, jobs, guard.timeout_s if guard is not None else None)
     guard_check = guard.check if guard is not None else (lambda obj: None)
 
-    def check(obj) -> None:
-        if observer is not None and obj is not None:
+    def look(obj: dict) -> bool:
+        """The observer sees every version, the terminal one too; True when terminal."""
+        if observer is not None:
             observer(obj)
+        return progress.seen(obj)
+
+    def check(obj) -> None:
         guard_check(obj)
         if lost is not None:
             lost.check(obj)
@@ -119,7 +123,7 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
                 if last is None:
                     raise MPIJobFailed(name, "Deleted", f"the {jobs.kind} no longer exists",
                                        log_tail(), kind=jobs.kind)
-                if progress.seen(last):
+                if look(last):
                     return last
                 check(last)
             timeout = watch_timeout_s
@@ -136,7 +140,7 @@ def wait_for_end(jobs: MPIJobClient, namespace: str, name: str, *, watch_timeout
                                        f"the {jobs.kind} was deleted while running",
                                        log_tail(), kind=jobs.kind)
                 last = obj
-                if progress.seen(obj):
+                if look(obj):
                     return obj
                 check(obj)
             # the watch timed out normally: resume from rv
