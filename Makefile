@@ -68,7 +68,11 @@ cluster-down: setup
 # mpi-operator, Trainer and JobSet stopped or killed mid-run on the plane of
 # `make cluster-up NODE=1` (or a plane of their own when none answers); they need the
 # horovod image (make images-local); Kueue preemption of a running job and 20 jobs on GPU
-# quota for 4 (test_preemption.py, test_load.py: tier 3, kwok nodes). Not part of `make test`.
+# quota for 4 (test_preemption.py, test_load.py: tier 3, kwok nodes); the real node lost,
+# etcd stopped, a Secret's value searched in every log and object of a run
+# (test_chaos_node.py, test_chaos_etcd.py, test_secret_leaks.py). Not part of `make test`.
 chaos: setup
 	.venv/bin/pytest -p no:cacheprovider -m chaos tests/cluster/test_chaos.py \
-	  tests/cluster/test_preemption.py tests/cluster/test_load.py $(PYTEST_ARGS)
+	  tests/cluster/test_preemption.py tests/cluster/test_load.py \
+	  tests/cluster/test_chaos_node.py tests/cluster/test_chaos_etcd.py \
+	  tests/cluster/test_secret_leaks.py $(PYTEST_ARGS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kfp_gpu.mpi.launch import retry, stall
+from kfp_gpu.mpi.launch import node_lost, retry, stall
 from testcluster import supervise
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
@@ -40,6 +40,12 @@ def test_the_bounds_table_is_the_codes():
             f"{lease} s)",
         "the operators' Leases it reads":
             f"MPIJob: {leases['mpijob']}; TrainJob: {leases['trainjob']}",
+        "the launcher's node check":
+            f"one LIST of the job's pods every {node_lost.POLL_S:g} s while it is neither "
+            f"finished nor suspended (the first {node_lost.POLL_S:g} s after the wait "
+            "began); a pod being deleted with a DisruptionTarget condition of reason "
+            f"{' or '.join(node_lost.REASONS)} ends the job at that look "
+            f"({node_lost.REASON}, the job deleted)",
     }
 
 
