@@ -165,6 +165,44 @@ def real_node(plane) -> controlplane.Plane:
     return plane
 
 
+@pytest.fixture()
+def pvs(api):
+    """Deletes the PersistentVolumes a test made (cluster-scoped: the namespace's deletion
+    does not; :func:`tests.cluster.real_node.bind_pvcs` adds their names)."""
+    made: list[str] = []
+    yield made
+    from kubernetes import client
+
+    for pv in made:
+        client.CoreV1Api(api).delete_persistent_volume(pv)
+
+
+@pytest.fixture(scope="module")
+def supervised(real_node):
+    """The plane with its real node, whose supervisor must run (the chaos scenarios stop
+    its processes on purpose; a plane brought up before the supervisor existed has none:
+    bring it down and up again)."""
+    from testcluster import supervise
+
+    if not supervise.running(real_node.dir):
+        pytest.fail(f"the plane in {real_node.dir} has no supervisor: make cluster-down and "
+                    "make cluster-up NODE=1 again", pytrace=False)
+    return real_node
+
+
+@pytest.fixture(scope="module")
+def horovod(supervised, request) -> str:
+    """The horovod image's ref in the real node's containerd: used as it is when the node
+    holds it already (no Docker engine needed then), else copied by ``node_image``."""
+    from testcluster import node
+    from tests.containers.engine import image_ref
+
+    ref = image_ref("horovod")
+    if ref in node.node_images(supervised):
+        return ref
+    return request.getfixturevalue("node_image")("horovod")
+
+
 #: The images the real-pod tests run, in the order they first need them.
 NODE_IMAGES = ("horovod", "launcher", "trainer")
 

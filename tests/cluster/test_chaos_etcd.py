@@ -32,19 +32,17 @@ import pytest
 
 from testcluster import supervise
 from tests.cluster import jobs, kube
-from tests.cluster.test_chaos import (
+from tests.cluster.chaos import (
     CONTROLLERS,
     MPIJOB_KINDS,
     Census,
     answering,
     component_pid,
     finish,
-    horovod,  # noqa: F401 - the fixture
     launcher_lines,
     ranks_up,
     restarts,
     sleeper,
-    supervised,  # noqa: F401 - the fixture
 )
 
 pytestmark = [pytest.mark.node, pytest.mark.chaos, pytest.mark.timeout(900)]
@@ -56,8 +54,7 @@ DOWN_S = 8
 BUDGET_S = 91
 
 
-def test_etcd_stopped_for_seconds_mid_run(supervised, api, namespace, horovod,  # noqa: F811
-                                          tmp_path):
+def test_etcd_stopped_for_seconds_mid_run(supervised, api, namespace, horovod, tmp_path):
     from kfp_gpu.mpi.launch.retry import DEFAULT_BACKOFF
 
     assert sum(DEFAULT_BACKOFF.delay(k) for k in range(DEFAULT_BACKOFF.attempts - 1)) == \

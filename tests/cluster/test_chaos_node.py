@@ -2,7 +2,7 @@
 ``chaos``: ``make chaos`` on a ``make cluster-up NODE=1`` plane; docs/reliability.md,
 scenario 3).
 
-The job is train_resnet_horovod's MPIJob (tests/cluster/test_real_pods.py's, with one
+The job is train_resnet_horovod's MPIJob (tests/cluster/test_real_pods.py's ``resnet_job``, with one
 ``nvidia.com/gpu`` per Worker from the node's four), checkpointing to a hostPath PVC.
 Once it wrote its first checkpoint the node is lost: its kubelet is SIGKILLed and held
 down (the plane's supervisor, testcluster/supervise.py, leaves it down), and the pods'
@@ -56,9 +56,8 @@ from kfp_gpu.mpi.launch import node_lost
 from kfp_gpu.mpi.spec import backends, network, volumes
 from testcluster import node, node_config, supervise
 from tests.cluster import jobs, kube
-from tests.cluster.test_chaos import component_pid, horovod, supervised  # noqa: F401
-from tests.cluster.test_real_pods import ON_REAL_NODE, _pod_placement, bind_pvcs, pvs  # noqa: F401
-from tests.cluster.test_secret_leaks import Reader
+from tests.cluster.chaos import Reader, component_pid
+from tests.cluster.real_node import ON_REAL_NODE, bind_pvcs, pod_placement
 
 pytestmark = [pytest.mark.node, pytest.mark.chaos, pytest.mark.timeout(2700)]
 
@@ -152,7 +151,7 @@ def gpu_job(ns: str, name: str, image: str) -> dict:
         nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="256Mi",
         run_id="lost", task_name="train-resnet-horovod", policy=rt.policy_settings())
     job = rt.build_job(backends.MPIJOB, opts, runtime_image=image)
-    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(_pod_placement())
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(pod_placement())
     return job
 
 
@@ -197,7 +196,7 @@ def start_launcher(plane, job: dict, tmp: Path, tag: str):
 
 
 def test_the_real_node_lost_mid_run_ends_the_job_and_a_rerun_resumes(
-        supervised, api, namespace, horovod, pvs, shared_data, tmp_path):  # noqa: F811
+        supervised, api, namespace, horovod, pvs, shared_data, tmp_path):
     plane = supervised
     image = horovod
     work = bind_pvcs(api, namespace, pvs, shared_data, tmp_path)

@@ -24,7 +24,6 @@ Each test pins its pods to the real node (its label and the taint it registers w
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
@@ -35,48 +34,9 @@ from components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, network, volumes
 from testcluster import node, node_config
 from tests.cluster import jobs, kube
+from tests.cluster.real_node import ON_REAL_NODE, UID, bind_pvcs, pod_placement
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
-
-UID = 1000
-#: Tolerations and node selector that send a pod to the real node (and only there).
-ON_REAL_NODE = {
-    "tolerations": [{"key": node_config.REAL_NODE_TAINT["key"], "operator": "Exists",
-                     "effect": "NoSchedule"}],
-    "node_selector": {node_config.REAL_NODE_LABEL: "true"},
-}
-
-
-def host_pv(api, ns: str, claim: str, path: str) -> None:
-    """A hostPath PersistentVolume on the real node bound to PVC ``claim`` in ``ns``
-    (static binding: ``volumeName`` + ``storageClassName: ""``, kube-controller-manager's
-    PV binder)."""
-    from kubernetes import client
-
-    pv = f"{ns}-{claim}"
-    client.CoreV1Api(api).create_persistent_volume({
-        "metadata": {"name": pv},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                 "hostPath": {"path": path, "type": "Directory"},
-                 "claimRef": {"namespace": ns, "name": claim}}})
-    client.CoreV1Api(api).create_namespaced_persistent_volume_claim(ns, {
-        "metadata": {"name": claim},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
-                 "resources": {"requests": {"storage": "1Gi"}}}})
-
-
-@pytest.fixture()
-def pvs(api):
-    """Deletes the PersistentVolumes a test made (cluster-scoped: the namespace's deletion
-    does not)."""
-    made: list[str] = []
-    yield made
-    from kubernetes import client
-
-    for pv in made:
-        client.CoreV1Api(api).delete_persistent_volume(pv)
-
 
 def resnet_job(ns: str, name: str, image: str, backend=backends.MPIJOB, *, epochs: int = 1,
                steps: int = 6, checkpoint_dir: str = "") -> dict:
@@ -102,23 +62,8 @@ def resnet_job(ns: str, name: str, image: str, backend=backends.MPIJOB, *, epoch
     if backend is backends.MPIJOB:
         # The Launcher goes to the real node too (the placement options are the Workers').
         launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-        launcher.update(_pod_placement())
+        launcher.update(pod_placement())
     return job
-
-
-def bind_pvcs(api, namespace: str, pvs: list, shared_data: Path, tmp_path: Path) -> Path:
-    """The two PVCs of :func:`resnet_job` bound to hostPath PVs: the real data read-only and
-    a work folder owned by uid 1000 (returned)."""
-    data = shared_data / "fashion-mnist"
-    assert data.is_dir(), f"{data} missing"
-    work = tmp_path / "work"
-    work.mkdir()
-    os.chown(work, UID, UID)
-    # (the data is mounted read-only by the job's own PvcMount)
-    for claim, path in (("fashion", str(data.parent)), ("work", str(work))):
-        host_pv(api, namespace, claim, path)
-        pvs.append(f"{namespace}-{claim}")
-    return work
 
 
 def run_resnet(api, namespace: str, job: dict, pvs: list, shared_data: Path,
@@ -185,7 +130,7 @@ def test_images_run_under_psa_restricted(real_node, api, node_image, name, reque
     pod = {
         "metadata": {"name": "probe"},
         "spec": {
-            "restartPolicy": "Never", **_pod_placement(),
+            "restartPolicy": "Never", **pod_placement(),
             "securityContext": {"runAsNonRoot": True,
                                 "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
@@ -208,11 +153,6 @@ def test_images_run_under_psa_restricted(real_node, api, node_image, name, reque
 
 #: What the PSA probe prints: uid, gid, capability sets and seccomp mode of its own process.
 PROBE = "id -u; id -g; grep -E '^(Cap(Eff|Prm|Bnd)|Seccomp):' /proc/self/status"
-
-
-def _pod_placement() -> dict:
-    return {"tolerations": list(ON_REAL_NODE["tolerations"]),
-            "nodeSelector": dict(ON_REAL_NODE["node_selector"])}
 
 
 def _ended(api, ns: str, pod: str) -> str | None:
@@ -247,7 +187,7 @@ def test_a_dra_worker_gets_its_device_from_the_kubelet_plugin(real_node, api, na
         workers=2, gpu=DRA_GPU, shm_size="64Mi", worker_cpu="100m", worker_memory="256Mi",
         tolerations=ON_REAL_NODE["tolerations"], node_selector=ON_REAL_NODE["node_selector"]))
     launcher_spec = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-    launcher_spec.update(_pod_placement())
+    launcher_spec.update(pod_placement())
     seen: dict[str, list[str]] = {}
 
     def allocations() -> dict[str, list[str]] | None:
@@ -306,7 +246,7 @@ def test_the_launcher_as_a_real_pod_owns_its_job_and_gc_cleans_up(real_node, api
         "metadata": {"name": "component"},
         "spec": {
             "serviceAccountName": "pipeline-runner", "restartPolicy": "Never",
-            **_pod_placement(),
+            **pod_placement(),
             "volumes": [{"name": "job", "configMap": {"name": "job"}}],
             "containers": [{
                 "name": "main", "image": node_image("launcher"), "imagePullPolicy": "Never",
@@ -348,7 +288,7 @@ def sleeper_job(ns: str, name: str, image: str, seconds: int = 600) -> dict:
         program=("sh", "-c", f"echo RANK_UP $(hostname); exec sleep {seconds}"),
         workers=2, gpu="none", shm_size="64Mi", worker_cpu="100m", worker_memory="256Mi",
         tolerations=ON_REAL_NODE["tolerations"], node_selector=ON_REAL_NODE["node_selector"]))
-    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(_pod_placement())
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(pod_placement())
     return job
 
 
@@ -579,7 +519,7 @@ def test_a_secret_volume_reaches_every_rank_and_absent_optional_keys_stay_quiet(
         shm_size="64Mi", run_id="real", task_name="train-resnet-horovod", gpu_override="none",
         policy=rt.policy_settings())
     job = mpijob.build(opts.replace(program=KEY_PROGRAM))
-    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(_pod_placement())
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(pod_placement())
 
     launch = jobs.Launch(api, job, tmp_path / "record.json", pending_timeout_s=300,
                          log_poll_s=0.5)

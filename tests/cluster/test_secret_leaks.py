@@ -34,7 +34,6 @@ import hashlib
 import json
 import re
 import secrets
-import threading
 import uuid
 
 import pytest
@@ -43,8 +42,8 @@ from components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import mpijob, network
 from testcluster import node_config
 from tests.cluster import jobs, kube
-from tests.cluster.test_chaos import horovod, supervised  # noqa: F401 - the fixtures
-from tests.cluster.test_real_pods import ON_REAL_NODE, _pod_placement
+from tests.cluster.chaos import Reader
+from tests.cluster.real_node import ON_REAL_NODE, pod_placement
 
 pytestmark = [pytest.mark.node, pytest.mark.chaos, pytest.mark.timeout(900)]
 
@@ -107,20 +106,8 @@ def namespaced_objects(plane, ns: str) -> list[dict]:
     return json.loads(out.stdout or '{"items": []}').get("items") or []
 
 
-class Reader(threading.Thread):
-    """Collects the lines of one stream of a process."""
-
-    def __init__(self, stream):
-        super().__init__(daemon=True)
-        self.stream, self.lines = stream, []
-
-    def run(self) -> None:
-        for line in iter(self.stream.readline, ""):
-            self.lines.append(line.rstrip("\n"))
-
-
 def test_a_secret_value_is_in_no_log_and_no_object_of_the_run(real_node, api, namespace,
-                                                             horovod, tmp_path,  # noqa: F811
+                                                             horovod, tmp_path,
                                                              monkeypatch):
     from kubernetes import client
 
@@ -142,7 +129,7 @@ def test_a_secret_value_is_in_no_log_and_no_object_of_the_run(real_node, api, na
         shm_size="64Mi", run_id="real", task_name="train-resnet-horovod", gpu_override="none",
         policy=rt.policy_settings())
     job = mpijob.build(opts.replace(program=PROGRAM))
-    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(_pod_placement())
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(pod_placement())
     for env_name, value in values.items():  # the task's pod has them in its environment
         monkeypatch.setenv(env_name, value)
     proc = jobs.launcher_process(real_node, job, tmp_path, "--pending-timeout", "300")
