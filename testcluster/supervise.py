@@ -22,8 +22,9 @@ supervises itself, ``kwokctl create cluster`` included
 (:func:`testcluster.processes.run_once`), so the components kwokctl forks and leaves are
 reparented to it and every exit status reaches it (``waitpid``). ``<name>.held`` (:func:`hold`) keeps it from restarting ``name``: a
 deliberate stop (``Plane.stop_process``, a test stopping a process on purpose) is not
-undone; :func:`release` lets it start the process again at once. ``<name>.state`` is what
-it did last (pid, restarts, last exit), for tests and people.
+undone; :func:`release` lets it start the process again at once; :func:`reset_backoff`
+starts a process's backoff over. ``<name>.state`` is what it did last (pid, restarts, last
+exit), for tests and people.
 """
 
 from __future__ import annotations
@@ -133,6 +134,24 @@ def release(plane_dir: Path, name: str) -> None:
     """Let the supervisor restart ``name`` again; one held and not running is started at
     once (no backoff: it did not crash)."""
     (folder(plane_dir) / f"{name}.held").unlink(missing_ok=True)
+
+
+def reset_backoff(plane_dir: Path, name: str, timeout: float = 10) -> None:
+    """Start ``name``'s restart backoff over (its next crash waits :data:`INITIAL_S`), as
+    for a new pod: a test that crashes a process on purpose does not inherit the delays
+    an earlier test's crashes built up. Returns once the supervisor has done it.
+
+    Raises:
+        RuntimeError: the supervisor did not take it in ``timeout`` seconds.
+    """
+    f = folder(plane_dir) / f"{name}.reset"
+    _write(f, "")
+    end = time.monotonic() + timeout
+    while f.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    if f.exists():
+        f.unlink(missing_ok=True)
+        raise RuntimeError(f"the supervisor did not reset {name}'s backoff: is it running?")
 
 
 def is_held(plane_dir: Path, name: str) -> bool:
@@ -246,6 +265,10 @@ class Supervisor:
                 self.say(f"started {name}: pid {p.pid}")
             self._save(name, p)
             return
+        reset = folder(self.dir) / f"{name}.reset"
+        if reset.exists():  # the next delay is the first (Policy.next without an update)
+            p.updated = None
+            reset.unlink(missing_ok=True)
         if spec["once"]:
             if p.pid in self.exits and state(self.dir, name).get("rc") is None:
                 p.exit = self.exits.pop(p.pid)

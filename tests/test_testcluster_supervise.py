@@ -130,6 +130,11 @@ def test_the_backoff_doubles_to_its_cap_one_line_per_restart(plane):
            (re.search(r"\(exit status 3, pid \d+\), restart (\d+), after ([\d.]+) s", ln)
             for ln in lines)]
     assert got == [(1, 0.3), (2, 0.6), (3, 1.2), (4, 1.2)], lines
+    supervise.reset_backoff(plane, "crasher")  # as for a new pod: from the first delay
+    n = len(log_lines(plane))
+    wait_for(lambda: len(log_lines(plane)) >= n + 2, 15, "two more restarts")
+    after = [re.search(r"after ([\d.]+) s backoff", ln)[1] for ln in log_lines(plane)[n:n + 2]]
+    assert after in (["0.3", "0.6"], ["1.2", "0.3"]), after  # (one may have been due already)
     supervise.hold(plane, "crasher")
 
 

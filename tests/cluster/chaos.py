@@ -157,6 +157,14 @@ def component_pid(plane, name: str) -> int:
     return int(f.read_text())
 
 
+def fresh(plane, *names: str) -> None:
+    """Start the restart backoff of ``names`` over, as for new pods
+    (:func:`testcluster.supervise.reset_backoff`): a scenario does not inherit the delays
+    an earlier one's crashes built up (the kubelet forgets them only after 600 s)."""
+    for name in names:
+        supervise.reset_backoff(plane.dir, name)
+
+
 def restarts(plane, name: str) -> int:
     return supervise.state(plane.dir, name).get("restarts", 0)
 
