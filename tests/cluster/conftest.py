@@ -29,8 +29,9 @@ HERE = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/cluster carries the ``cluster`` marker; a ``chaos`` one (it
-    stops the plane's own processes, test_chaos.py, or takes minutes: test_preemption.py,
-    test_load.py) runs only when ``-m`` names ``chaos`` (``make chaos``)."""
+    stops the plane's own processes, test_chaos.py, test_chaos_node.py, test_chaos_etcd.py,
+    or takes minutes: test_preemption.py, test_load.py, test_secret_leaks.py) runs only
+    when ``-m`` names ``chaos`` (``make chaos``)."""
     mark_under(HERE, pytest.mark.cluster, items)
     if "chaos" not in (config.getoption("markexpr", "") or ""):
         skip = pytest.mark.skip(reason="a chaos scenario: make chaos (pytest -m chaos)")
