@@ -38,6 +38,7 @@ line, and nothing else changes.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -167,11 +168,12 @@ class StallNotice:
             quiet, unrenewed = now - self.status_at, now - self.record_at
             if self.stalled_at is None and min(quiet, unrenewed) > self.bound_s:
                 self.stalled_at = now
-                log.warning(
-                    "%s: nobody reconciles it: no status change for %.0f s and Lease %s "
-                    "(holder %s) not renewed for %.0f s (bound %.0f s = %d x "
-                    "leaseDurationSeconds %d); still waiting", self.what, quiet, self.lease,
-                    holder or "none", unrenewed, self.bound_s, BOUND_FACTOR, self.duration_s)
+                log.warning(  # (whole seconds rounded up: both are past the bound)
+                    "%s: nobody reconciles it: no status change for %d s and Lease %s "
+                    "(holder %s) not renewed for %d s (bound %.0f s = %d x "
+                    "leaseDurationSeconds %d); still waiting", self.what, math.ceil(quiet),
+                    self.lease, holder or "none", math.ceil(unrenewed), self.bound_s,
+                    BOUND_FACTOR, self.duration_s)
 
     def _resumed(self, why: str) -> None:
         if self.stalled_at is not None:
