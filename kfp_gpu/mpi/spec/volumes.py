@@ -41,6 +41,15 @@ def nested(a: str, b: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
+def _volume_name(prefix: str, name: str) -> str:
+    """``<prefix><name>`` when that is a DNS-1123 label (63 characters), else ``<prefix>``
+    + the first 12 hex of sha256(name)."""
+    full = f"{prefix}{name}"
+    if len(full) <= 63 and DNS1123_LABEL.match(full):
+        return full
+    return prefix + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
 @dataclass(frozen=True)
 class PvcMount:
     """A PersistentVolumeClaim mounted into the Worker containers.
@@ -71,10 +80,7 @@ class PvcMount:
         """Pod volume name: ``pvc-<claim>`` when that is a DNS-1123 label (63 characters),
         else ``pvc-<first 12 hex of sha256(claim)>``; never one of the names the builder or
         the operator use (``dshm``, ``ssh-auth``, ``mpi-job-config``)."""
-        name = f"pvc-{self.claim_name}"
-        if len(name) <= 63 and DNS1123_LABEL.match(name):
-            return name
-        return "pvc-" + hashlib.sha256(self.claim_name.encode()).hexdigest()[:12]
+        return _volume_name("pvc-", self.claim_name)
 
     def validate(self) -> PvcMount:
         """Check the claim name and paths; return ``self``.
@@ -149,10 +155,7 @@ class SecretMount:
         characters), else ``secret-<first 12 hex of sha256(name)>``; never one of the names
         the builders or the operators use (``dshm``, ``ssh-auth``, ``mpi-job-config``,
         ``mpi-ssh-auth``, ``mpi-hostfile``) nor a :class:`PvcMount`'s (``pvc-...``)."""
-        name = f"secret-{self.secret_name}"
-        if len(name) <= 63 and DNS1123_LABEL.match(name):
-            return name
-        return "secret-" + hashlib.sha256(self.secret_name.encode()).hexdigest()[:12]
+        return _volume_name("secret-", self.secret_name)
 
     def validate(self) -> SecretMount:
         """Check the Secret name and the path; return ``self``.
