@@ -5,7 +5,7 @@ suite run there under Keras 3's ``jax`` and ``torch`` backends (keras 3.15.1 and
 needs, namex and optree, travel as wheels). Every measurement runs in a process of its own
 (benchmarks/gpu_variants.py; the backend is fixed per process), one after another on the
 same GPU, so the ratios printed at the end compare figures of one run. Figures and
-commands: docs/benchmarks.md, section GPU; raw outputs in benchmarks/results/gpu/. Not a
+commands: docs/benchmarks.md, section GPU; raw outputs in benchmarks/results/gpu/<gpu>-<date>/. Not a
 test (pytest collects tests/ only); CI never runs it.
 
 Commands::
@@ -174,9 +174,10 @@ def plan(args) -> list[tuple]:
     steps = [
         ("resnet", "torchvision amp-bf16", "torch",
          {"fn": "torch_resnet", "batch": b, "quick": q, "compile_": False, "amp": True}, 150),
-        ("resnet", "keras jax mixed_bfloat16 xla", "jax",
-         {**kr, "policy": "mixed_bfloat16", "jit": True}, 240),
-        ("imdb", "keras jax xla", "jax", {**ki, "jit": True, "spe": 1}, 150),
+        # the trainers' GPU defaults (precision_plan, jit_compile_for) under the jax backend
+        ("resnet", "keras jax mixed_bfloat16 xla", "jax", {**kr, "policy": "auto", "jit": None},
+         240),
+        ("imdb", "keras jax xla", "jax", {**ki, "jit": None, "spe": 1}, 150),
         ("imdb", "torch_reference", "torch",
          {"fn": "torch_lstm", "data": str(args.data), "rows": args.rows, "epochs": epochs,
           "quick": q}, 90),
@@ -185,7 +186,7 @@ def plan(args) -> list[tuple]:
         ("share", max(args.k), args.share_backend, None, 300),
         ("resnet", "keras mixed_bfloat16", "torch",
          {**kr, "policy": "mixed_bfloat16", "jit": False}, 150),
-        ("imdb", "cudnn", "torch", {**ki, "jit": False, "spe": 1}, 150),
+        ("imdb", "cudnn", "torch", {**ki, "jit": None, "spe": 1}, 150),
         *[("share", k, args.share_backend, None, 240) for k in sorted(args.k)[:-1]],
         ("resnet", "keras jax float32 xla", "jax", {**kr, "policy": "float32", "jit": True}, 240),
     ]

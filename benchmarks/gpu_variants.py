@@ -102,7 +102,10 @@ def jax_profile(fn, steps: int, top: int = 15) -> dict:
         keep = os.environ.get("GPU_BENCH_TRACE_DIR")
         if files and keep:  # the raw trace, for a closer look on the host
             shutil.copy(files[0], Path(keep, f"jax-{os.getpid()}-{int(time.time())}.json.gz"))
-        events = json.load(gzip.open(files[0])).get("traceEvents", []) if files else []
+        events = []
+        if files:
+            with gzip.open(files[0]) as f:
+                events = json.load(f).get("traceEvents", [])
     pnames = {e.get("pid"): str(e.get("args", {}).get("name", ""))
               for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     tnames = {(e.get("pid"), e.get("tid")): str(e.get("args", {}).get("name", ""))
@@ -154,14 +157,33 @@ def on_device(array):
 
 
 # ------------------------------------------------------------------ ResNet-50
-def keras_resnet(policy: str, batch: int, jit: bool, quick: bool) -> dict:
-    """The project's Keras ResNet-50 (kfp_gpu.training.resnet_models) as its trainer compiles
-    it, under this process's backend; synthetic on-GPU batches, ``train_on_batch`` steps."""
+def capability() -> tuple[int, int] | None:
+    """The GPU's compute capability as the backend reports it; None without a GPU."""
+    if backend() == "jax":
+        import jax
+
+        dev = jax.devices()[0]
+        cc = getattr(dev, "compute_capability", None) if dev.platform == "gpu" else None
+        return tuple(int(v) for v in str(cc).split(".")[:2]) if cc else None
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(0)) if torch.cuda.is_available() else None
+
+
+def keras_resnet(policy: str, batch: int, jit, quick: bool) -> dict:
+    """The project's Keras ResNet-50 (kfp_gpu.training.resnet_models) under this process's
+    backend; synthetic on-GPU batches, ``train_on_batch`` steps. ``policy="auto"`` and
+    ``jit=None`` take the trainer's GPU default (horovod_config.precision_plan)."""
     import keras
     import numpy as np
 
     from kfp_gpu.training import resnet_models
+    from kfp_gpu.training.horovod_config import precision_plan
 
+    if policy == "auto" or jit is None:
+        plan = precision_plan(None if policy == "auto" else policy != "float32", jit,
+                              capability())
+        policy, jit = plan.policy, plan.xla
     keras.mixed_precision.set_global_policy(policy)
     model = resnet_models.build("resnet50", (224, 224, 3), 1000)
     model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
@@ -175,6 +197,7 @@ def keras_resnet(policy: str, batch: int, jit: bool, quick: bool) -> dict:
 
     r = timed(step, batch, 2 if quick else 8, 2 if quick else 12)
     r["profile"] = profile(step, 2 if quick else 3)
+    r.update(policy=policy, jit_compile=jit)
     return r
 
 
@@ -217,14 +240,17 @@ def load_imdb(path: str, rows: int = 0):
             d["y_test"][cut].astype("float32"), int(d["vocabulary_size"]))
 
 
-def keras_imdb(data: str, rows: int, epochs: int, jit: bool, spe: int, extra: dict,
+def keras_imdb(data: str, rows: int, epochs: int, jit, spe: int, extra: dict,
                quick: bool) -> dict:
-    """kfp_gpu.training.text_model's LSTM classifier, compiled with ``jit``/``spe``
+    """kfp_gpu.training.text_model's LSTM classifier, compiled with ``jit`` (None: the
+    trainer's choice for the backend, text_model.jit_compile_for) and ``spe``
     (steps_per_execution), trained with ``fit`` on the NumPy arrays; s/epoch, accuracy, and
     the LSTM kernel a profile of ``train_on_batch`` saw."""
     import keras
 
-    from kfp_gpu.training.text_model import TrainConfig, build_model
+    from kfp_gpu.training.text_model import TrainConfig, build_model, jit_compile_for
+
+    jit = jit_compile_for(keras.config.backend()) if jit is None else jit
 
     xtr, ytr, xte, yte, vocab = load_imdb(data, rows)
     cfg = TrainConfig(epochs=epochs, batch_size=BATCH, **extra)
@@ -360,8 +386,33 @@ def share_worker(data: str, rows: int, k: int, index: int, barrier: str, reserve
     return rec
 
 
+def imdb_accuracy(data: str, epochs: int, seed: int, use_cudnn, jit: bool) -> dict:
+    """Test accuracy after each epoch for one seed and LSTM kernel choice (``use_cudnn``
+    False: the layer's generic loop), to tell a backend's accuracy from run-to-run spread."""
+    import keras
+
+    from kfp_gpu.training.text_model import TrainConfig, build_model
+
+    xtr, ytr, xte, yte, vocab = load_imdb(data)
+    cfg = TrainConfig(epochs=epochs, seed=seed)
+    keras.utils.set_random_seed(seed)
+    model = build_model(cfg, vocab, MAXLEN)
+    model.get_layer("lstm").use_cudnn = use_cudnn
+    model.compile(optimizer=keras.optimizers.Adam(cfg.learning_rate), loss="binary_crossentropy",
+                  metrics=["accuracy"], jit_compile=jit)
+    accs, secs = [], []
+    for _ in range(epochs):
+        t = time.perf_counter()
+        model.fit(xtr, ytr, batch_size=BATCH, epochs=1, shuffle=True, verbose=0)
+        secs.append(round(time.perf_counter() - t, 3))
+        accs.append(round(float(model.evaluate(xte, yte, batch_size=1024, verbose=0)[1]), 4))
+    return {"backend": backend(), "seed": seed, "use_cudnn": use_cudnn, "jit": jit,
+            "test_accuracy_per_epoch": accs, "epoch_seconds": secs}
+
+
 FUNCTIONS = {"keras_resnet": keras_resnet, "torch_resnet": torch_resnet,
-             "keras_imdb": keras_imdb, "torch_lstm": torch_lstm, "share_worker": share_worker}
+             "keras_imdb": keras_imdb, "torch_lstm": torch_lstm, "share_worker": share_worker,
+             "imdb_accuracy": imdb_accuracy}
 
 
 def main(argv: list[str]) -> None:

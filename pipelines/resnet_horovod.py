@@ -71,8 +71,10 @@ PARAMETERS = declare(
     text("model_name", "ResNet variant", ("small", "resnet50")),
     integer("blocks", "small model: residual blocks per stage", 1),
     integer("width", "small model: first-stage filters", 1),
-    flag("mixed_precision", "mixed_float16 compute with loss scaling (GPU)"),
-    flag("xla", "XLA-compile the training step"),
+    flag("mixed_precision", "GPU ranks: bfloat16 compute on compute capability >= 8.0, "
+         "float16 + loss scaling below; CPU ranks stay float32 (false: float32 everywhere)"),
+    flag("xla", "GPU ranks: XLA-compile the training step; CPU ranks stay uncompiled "
+         "(false: off everywhere)"),
     text("work_dir", "shared folder (PVC path) or gs:// / s3:// URI the Workers read and "
          "write ('' = derived from the model artifact)", schemes=("gs", "s3"),
          bucket_root=True),
@@ -132,8 +134,8 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
         model_name: str = "small",
         blocks: int = 2,
         width: int = 16,
-        mixed_precision: bool = False,
-        xla: bool = False,
+        mixed_precision: bool = True,
+        xla: bool = True,
         work_dir: str = "",
         rdma: bool = False,
         rdma_resource: str = "rdma/rdma_shared_device_a",

@@ -227,7 +227,7 @@ def requires(cmd: dc.Command) -> set[str]:
             return {"docker", "ci"}
         if name == "build.sh":  # testcluster/build.sh: Go and the module proxy, tens of min
             return {"ci"}
-        if name in ("gpu_share_bench.py", "gpu_bench.py"):
+        if name in ("gpu_share_bench.py", "gpu_bench.py", "gpu_accuracy.sh"):
             # gpu_bench.py's host step (prep) only writes the arrays its GPU runs read
             return {"gpu"}
         return set()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer
 import yaml
 from kfp import dsl
 
@@ -168,7 +169,48 @@ def test_task_config_goes_to_workers_not_launcher():
     assert "nvidia.com/gpu" not in str(launcher.get("containers", [{}])[0].get("resources"))
     cmd = " ".join(launcher["containers"][0].get("command", []) +
                    launcher["containers"][0].get("args", []))
-    assert "-np 16" in cmd and "train-resnet" in cmd and "--mixed-precision" in cmd
+    assert "-np 16" in cmd and "train-resnet" in cmd
+    # mixed_precision=True leaves the GPU default to the trainer; xla=False turns XLA off.
+    assert "--no-xla" in cmd and "mixed-precision" not in cmd
+
+
+@pytest.mark.parametrize("mixed, xla, capability, expected", [
+    # the GPU default (None): XLA + bfloat16 from Ampere (8.0) on, float16 + scaling below
+    (None, None, (9, 0), ("mixed_bfloat16", False, True)),
+    (None, None, (8, 0), ("mixed_bfloat16", False, True)),
+    (None, None, (7, 5), ("mixed_float16", True, True)),
+    (None, None, None, ("float32", False, False)),  # CPU: neither
+    (False, None, (9, 0), ("float32", False, True)),  # explicit off wins on a GPU
+    (None, False, (9, 0), ("mixed_bfloat16", False, False)),
+    (True, True, None, ("mixed_float16", True, True)),  # explicit on wins on a CPU
+])
+def test_precision_plan_gpu_defaults(mixed, xla, capability, expected):
+    from kfp_gpu.training.horovod_config import precision_plan
+
+    p = precision_plan(mixed, xla, capability)
+    assert (p.policy, p.loss_scaling, p.xla) == expected
+    assert ("CPU" if capability is None else f"{capability[0]}.{capability[1]}") in p.reason
+
+
+def test_train_resnet_flags_default_to_the_gpu_default(monkeypatch):
+    """--mixed-precision/--xla unset reach the trainer as None (the GPU default); the
+    component's False becomes --no-..., so a pipeline can still turn them off."""
+    from typer.testing import CliRunner
+
+    from kfp_gpu.cli import resnet
+
+    seen = {}
+    app = typer.Typer()
+    app.command()(resnet.train_resnet_command)
+    import kfp_gpu.training.horovod_train as ht
+
+    monkeypatch.setattr(ht, "run", lambda cfg: seen.setdefault("cfg", cfg))
+    for argv, expected in (([], (None, None)), (["--no-xla"], (None, False)),
+                           (["--mixed-precision", "--xla"], (True, True))):
+        seen.clear()
+        res = CliRunner().invoke(app, ["--mode", "benchmark", *argv])
+        assert res.exit_code == 0, res.output
+        assert (seen["cfg"].mixed_precision, seen["cfg"].xla) == expected
 
 
 def test_trainer_args_validate_before_launch():

@@ -50,8 +50,8 @@ def train_resnet_horovod(
     model_name: str = "small",
     blocks: int = 2,
     width: int = 16,
-    mixed_precision: bool = False,
-    xla: bool = False,
+    mixed_precision: bool = True,
+    xla: bool = True,
     seed: int = 0,
     work_dir: str = "",
     checkpoint_dir: str = "",
@@ -101,8 +101,12 @@ def train_resnet_horovod(
         train_data, test_data: ``(uint8 [H, W, C], int32 label)`` Datasets (prep_images).
         epochs, batch_size (per GPU), steps_per_epoch (0 = whole shard), learning_rate
             (per worker; x world size after lr_warmup_steps linear warm-up), optimizer
-            (sgd|adam), model_name (small|resnet50), blocks, width, mixed_precision, xla,
-            seed: trainer settings (kfp_gpu.training.horovod_config).
+            (sgd|adam), model_name (small|resnet50), blocks, width, seed: trainer settings
+            (kfp_gpu.training.horovod_config).
+        mixed_precision, xla: True (default) = the trainer's GPU default: GPU ranks compile
+            the step with XLA in ``mixed_bfloat16`` (compute capability >= 8.0; float16
+            with loss scaling below), CPU ranks stay float32 without XLA
+            (kfp_gpu.training.horovod_config.precision_plan); False = off everywhere.
         work_dir: cluster: ``gs://`` / ``s3://`` URI or a path under a PVC mounted on this
             task with ``kfp.kubernetes.mount_pvc`` / ``kfp-gpu compile --pvc`` (passed
             through: the Workers mount it at the same path) where the Workers read the

@@ -180,10 +180,12 @@ def trainer_args(data: str, test_data: str, output_dir: str, *, epochs: int, bat
                         ("--checkpoint-dir", checkpoint_dir)):
         if value:
             args += [flag, value]
-    if mixed_precision:
-        args.append("--mixed-precision")
-    if xla:
-        args.append("--xla")
+    # True leaves the choice to the trainer's GPU default (on with a GPU, off on CPU:
+    # horovod_config.precision_plan); False turns it off everywhere.
+    if not mixed_precision:
+        args.append("--no-mixed-precision")
+    if not xla:
+        args.append("--no-xla")
     return args
 
 

@@ -32,8 +32,12 @@ def train_resnet_command(
     lr: Annotated[float, typer.Option(help="learning rate per worker (x world size)")] = 0.0125,
     lr_warmup_steps: Annotated[int, typer.Option(help="linear LR warm-up steps")] = 100,
     optimizer: Annotated[str, typer.Option(help="sgd (momentum 0.9) | adam")] = "sgd",
-    mixed_precision: Annotated[bool, typer.Option(help="mixed_float16 + loss scaling")] = False,
-    xla: Annotated[bool, typer.Option(help="XLA-compile forward/backward")] = False,
+    mixed_precision: Annotated[bool | None, typer.Option(
+        help="mixed precision: bfloat16 on GPUs of compute capability >= 8.0, float16 + loss "
+             "scaling below [default: on with a GPU, off on CPU]", show_default=False)] = None,
+    xla: Annotated[bool | None, typer.Option(
+        help="XLA-compile forward/backward [default: on with a GPU, off on CPU]",
+        show_default=False)] = None,
     allreduce: Annotated[bool, typer.Option(help="--no-allreduce only to demonstrate "
                                                  "drifting ranks")] = True,
     output_dir: Annotated[str, typer.Option(help="model/, metrics.json, checkpoints/ "

@@ -42,6 +42,18 @@ def setup_devices(hvd) -> str:
     return f"CPU ({threads} threads)"
 
 
+def gpu_capability() -> tuple[int, int] | None:
+    """Compute capability ``(major, minor)`` of the GPU this rank sees; None on CPU (or
+    when TensorFlow does not report it)."""
+    import tensorflow as tf
+
+    gpus = tf.config.get_visible_devices("GPU")
+    if not gpus:
+        return None
+    cap = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+    return tuple(cap) if cap else None
+
+
 def average_statistics(hvd, model) -> None:
     """Average non-trainable variables (BatchNorm moving mean/variance) over all ranks.
 
@@ -52,7 +64,7 @@ def average_statistics(hvd, model) -> None:
         v.assign(hvd.allreduce(v.value, op=hvd.Average))
 
 
-def make_step(hvd, model, optimizer, xla: bool, allreduce: bool, mixed: bool):
+def make_step(hvd, model, optimizer, xla: bool, allreduce: bool, loss_scaling: bool):
     """The compiled training step ``(x float32 [B,H,W,C], y int32 [B]) -> (loss, accuracy)``."""
     import keras
     import tensorflow as tf
@@ -72,7 +84,7 @@ def make_step(hvd, model, optimizer, xla: bool, allreduce: bool, mixed: bool):
         def local_grads(x, y):
             with tf.GradientTape() as tape:
                 loss, acc = forward(x, y)
-                scaled = optimizer.scale_loss(loss) if mixed else loss
+                scaled = optimizer.scale_loss(loss) if loss_scaling else loss
             return loss, acc, tape.gradient(scaled, sources)
 
         @tf.function
@@ -87,7 +99,7 @@ def make_step(hvd, model, optimizer, xla: bool, allreduce: bool, mixed: bool):
         def step(x, y):
             with tf.GradientTape() as tape:
                 loss, acc = forward(x, y)
-                scaled = optimizer.scale_loss(loss) if mixed else loss
+                scaled = optimizer.scale_loss(loss) if loss_scaling else loss
             if allreduce:
                 tape = hvd.DistributedGradientTape(tape)
             grads = tape.gradient(scaled, sources)

@@ -51,7 +51,7 @@ import numpy as np
 
 from kfp_gpu.training import horovod_runtime as rt
 from kfp_gpu.training import resnet_data, resnet_models
-from kfp_gpu.training.horovod_config import HorovodConfig, scaled_lr
+from kfp_gpu.training.horovod_config import HorovodConfig, precision_plan, scaled_lr
 from kfp_gpu.training.horovod_metrics import summarize, weights_checksum
 
 log = logging.getLogger(__name__)
@@ -68,11 +68,20 @@ class Session:
     optimizer: Any
     global_step: Any
     data: Any = None
-    shape: tuple = ()
-    classes: int = 0
     manager: Any = None
     restored: str = ""
     step_fn: Any = None
+    precision: Any = None  # horovod_config.PrecisionPlan
+
+    @property
+    def shape(self) -> tuple:
+        """One image's shape ``(H, W, C)``, as the model takes it."""
+        return tuple(self.model.input_shape[1:])
+
+    @property
+    def classes(self) -> int:
+        """Output classes of the model."""
+        return int(self.model.output_shape[-1])
 
 
 @dataclass
@@ -97,8 +106,10 @@ def setup(cfg: HorovodConfig) -> Session:
     import keras
     import tensorflow as tf
 
-    if cfg.mixed_precision:
-        keras.mixed_precision.set_global_policy("mixed_float16")
+    precision = precision_plan(cfg.mixed_precision, cfg.xla, rt.gpu_capability())
+    log.info("precision: %s, XLA %s (%s)", precision.policy, "on" if precision.xla else "off",
+             precision.reason)
+    keras.mixed_precision.set_global_policy(precision.policy)
     if cfg.mode == "benchmark":
         data, shape, classes = None, (cfg.image_size, cfg.image_size, 3), cfg.classes
     else:
@@ -109,12 +120,12 @@ def setup(cfg: HorovodConfig) -> Session:
                                 seed=cfg.seed)
     inner = (keras.optimizers.SGD(cfg.lr, momentum=0.9) if cfg.optimizer == "sgd"
              else keras.optimizers.Adam(cfg.lr))
-    optimizer = keras.optimizers.LossScaleOptimizer(inner) if cfg.mixed_precision else inner
+    optimizer = keras.optimizers.LossScaleOptimizer(inner) if precision.loss_scaling else inner
     optimizer.build(model.trainable_variables)
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     return Session(hvd=hvd, comm=MPI.COMM_WORLD, device=device, model=model,
                    optimizer=optimizer, global_step=global_step, data=data,
-                   shape=tuple(shape), classes=classes)
+                   precision=precision)
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -239,7 +250,9 @@ def _metrics(s: Session, cfg: HorovodConfig, loop: LoopResult, gathered: list,
         "mode": cfg.mode, "model": s.model.name, "parameters": int(s.model.count_params()),
         "input_shape": list(s.shape), "classes": int(s.classes),
         "batch_size_per_gpu": cfg.batch_size, "global_batch_size": cfg.batch_size * size,
-        "mixed_precision": cfg.mixed_precision, "xla": cfg.xla, "allreduce": cfg.allreduce,
+        "mixed_precision": s.precision.policy != "float32", "precision": s.precision.policy,
+        "loss_scaling": s.precision.loss_scaling, "xla": s.precision.xla,
+        "allreduce": cfg.allreduce,
         "timed_steps_per_rank": int(loop.timed_images // cfg.batch_size),
         "warmup_steps": cfg.warmup_steps, "epochs_run": loop.epochs_done,
         "start_epoch": loop.start_epoch, "global_step": step, "resumed_from": s.restored,
@@ -297,8 +310,8 @@ def run(config: HorovodConfig) -> dict | None:
     cfg = config.resolved()
     s = setup(cfg)
     restore_checkpoint(s, cfg)
-    s.step_fn = rt.make_step(s.hvd, s.model, s.optimizer, cfg.xla, cfg.allreduce,
-                             cfg.mixed_precision)
+    s.step_fn = rt.make_step(s.hvd, s.model, s.optimizer, s.precision.xla, cfg.allreduce,
+                             s.precision.loss_scaling)
     per_rank: dict = {"rank": s.hvd.rank(), "host": socket.gethostname(), "device": s.device}
     loop = (benchmark_loop if cfg.mode == "benchmark" else train_loop)(s, cfg, per_rank)
     return finish(s, cfg, loop, per_rank)

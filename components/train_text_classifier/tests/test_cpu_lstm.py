@@ -128,3 +128,12 @@ def test_importing_train_turns_onednn_on_before_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout
     assert "onednn False" in out
+
+
+def test_jit_compile_follows_the_backend():
+    """XLA only where it keeps cuDNN and measured faster (jax); never under TensorFlow (the
+    cuDNN LSTM is not XLA-compatible, and XLA was slower on CPU) or torch."""
+    from kfp_gpu.training.text_model import jit_compile_for
+
+    assert jit_compile_for("jax") is True
+    assert jit_compile_for("tensorflow") is False and jit_compile_for("torch") is False
