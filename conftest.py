@@ -66,7 +66,7 @@ def kfp_client_env(monkeypatch, tmp_path):
 #: together (as ``--dist loadfile``: a module fixture is made once), and so do a docs
 #: page's blocks (a block may use a file an earlier block wrote), in the plane's or the
 #: engine's group where a block of the page needs either (``# needs:`` cluster, or docker
-#: / registry: tests/doc_needs.py). Without xdist nothing changes.
+#: / registry: tests/support/doc_needs.py). Without xdist nothing changes.
 XDIST_FOLDERS = (("plane", "tests/cluster/"), ("engine", "tests/containers/"))
 XDIST_PAGE_NEEDS = (("plane", {"cluster"}), ("engine", {"docker", "registry"}))
 _DOC_BLOCK = re.compile(r"^tests/test_docs_run\.py::test_block\[(?P<page>.+):\d+\]$")
@@ -86,7 +86,7 @@ def xdist_group(nodeid: str) -> str:
 
 @functools.cache
 def _page_group(page: str) -> str:
-    from tests.doc_needs import NEEDS_LINE
+    from tests.support.doc_needs import NEEDS_LINE
 
     words = {w for line in NEEDS_LINE.findall((REPO / page).read_text())
              for w in line.split("--", 1)[0].split()}

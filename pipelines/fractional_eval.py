@@ -27,17 +27,18 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Metrics, Model
 
-from kfp_gpu.compiler import task_settings
 from kfp_gpu.components.combine_shards.component import combine_shards
 from kfp_gpu.components.evaluate_shard.component import evaluate_shard
 from kfp_gpu.components.plan_shards.component import plan_shards
 from kfp_gpu.components.shared import shards as shard_rules
+from kfp_gpu.dsl import task_settings
+from kfp_gpu.dsl.entry import PipelineEntry
+from kfp_gpu.dsl.parameters import check_signature, declare, documented, integer, number, text
 from kfp_gpu.gpu import parse
-from kfp_gpu.parameters.declared import check_signature, declare, documented, integer, number, text
 
-NAME = "fractional-eval"
+_NAME = "fractional-eval"
 DEFAULT_SHARDS = 4
-DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
+_DEFAULT_GPU = f"fraction:{1 / DEFAULT_SHARDS:g}"
 
 
 def _check_model(model_uri: str) -> None:
@@ -48,20 +49,20 @@ def _check_model(model_uri: str) -> None:
 
 
 #: Checks of local input files `kfp-gpu run --local` makes before any task starts
-#: (kfp_gpu.parameters.declared.check_local_files).
-LOCAL_CHECKS = {"model_uri": _check_model}
+#: (kfp_gpu.catalog.params.check_local_files).
+_LOCAL_CHECKS = {"model_uri": _check_model}
 
 #: Each container task's default CPU/memory (display name -> Resources); `kfp-gpu compile
-#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.compiler.task_settings).
-TASK_RESOURCES = {
+#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.dsl.task_settings).
+_TASK_RESOURCES = {
     "plan-shards": task_settings.Resources(cpu_limit="1", memory_limit="1G"),
     "evaluate-shard": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
     "combine-shards": task_settings.Resources(cpu_limit="1", memory_limit="2G"),
 }
 
-#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.parameters.declared);
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.dsl.parameters);
 #: the ranges are components/shared/shards.py's and evaluate.py's checks made early.
-PARAMETERS = declare(
+_PARAMETERS = declare(
     text("model_uri", "the Keras model to evaluate (folder or gs:// / s3:// / minio:// URI)",
          required=True, path_keywords=(), schemes=("gs", "s3", "minio")),
     text("test_data_uri", "the test Dataset (a kfp-gpu Dataset folder or gs:// / s3:// / "
@@ -119,8 +120,7 @@ def check_spec(spec: Mapping, values: Mapping[str, object]) -> None:
 
 #: Checks of a run's arguments against the compiled pipeline spec that `kfp-gpu run
 #: --local` and `kfp-gpu submit` make before any task starts
-#: (kfp_gpu.parameters.declared.check_against_spec).
-SPEC_CHECK = check_spec
+#: (kfp_gpu.catalog.params.check_against_spec).
 
 
 class EvalOutputs(NamedTuple):
@@ -140,7 +140,7 @@ def build(gpu: str | None = None, shards: int | None = None,
             :data:`DEFAULT_SHARDS`, or with a ``fraction:F`` ``gpu`` the shards that fit
             one GPU (floor(1/F)).
         settings: credentials, volumes and CPU/memory overrides for every container task
-            (:mod:`kfp_gpu.compiler.task_settings`; the importers run in KFP's driver).
+            (:mod:`kfp_gpu.dsl.task_settings`; the importers run in KFP's driver).
 
     Raises:
         ValueError: invalid GPU request, shards < 1, or ``shards`` shards that do not fit
@@ -154,9 +154,9 @@ def build(gpu: str | None = None, shards: int | None = None,
     fraction = request.fraction if request.kind == "fraction" else 0.0
     shard_rules.check_fits(shards, fraction)
 
-    @dsl.pipeline(name=NAME, description="Evaluate a Keras classifier on K shards of a test "
+    @dsl.pipeline(name=_NAME, description="Evaluate a Keras classifier on K shards of a test "
                   "set in parallel, each on a fraction of a GPU, and combine the metrics.")
-    @documented(PARAMETERS)  # meanings and ranges into the compiled YAML
+    @documented(_PARAMETERS)  # meanings and ranges into the compiled YAML
     def fractional_eval(
         model_uri: str,
         test_data_uri: str,
@@ -170,18 +170,30 @@ def build(gpu: str | None = None, shards: int | None = None,
         data = dsl.importer(artifact_uri=test_data_uri, artifact_class=Dataset, reimport=False)
         plan = plan_shards(test_data=data.output, num_shards=num_shards,
                            gpu_fraction=fraction)
-        task_settings.apply(plan, "plan-shards", settings, TASK_RESOURCES["plan-shards"])
+        task_settings.apply(plan, "plan-shards", settings, _TASK_RESOURCES["plan-shards"])
         with dsl.ParallelFor(plan.output) as index:
             shard = evaluate_shard(model=model.output, test_data=data.output, shard_index=index,
                                    num_shards=num_shards, batch_size=batch_size)
             task_settings.apply(shard, "evaluate-shard", settings,
-                                TASK_RESOURCES["evaluate-shard"])
+                                _TASK_RESOURCES["evaluate-shard"])
             request.apply_to_task(shard)
         combined = combine_shards(shard_predictions=dsl.Collected(shard.outputs["predictions"]),
                                   test_data=data.output, accuracy_threshold=accuracy_threshold)
         task_settings.apply(combined, "combine-shards", settings,
-                            TASK_RESOURCES["combine-shards"])
+                            _TASK_RESOURCES["combine-shards"])
         return EvalOutputs(metrics=combined.outputs["metrics"], passed=combined.outputs["Output"])
 
-    check_signature(PARAMETERS, fractional_eval)
+    check_signature(_PARAMETERS, fractional_eval)
     return fractional_eval
+
+
+#: What the catalog reads (kfp_gpu.catalog.discover): this module's one export.
+ENTRY = PipelineEntry(
+    name=_NAME,
+    build=build,
+    parameters=_PARAMETERS,
+    default_gpu=_DEFAULT_GPU,
+    local_checks=_LOCAL_CHECKS,
+    task_resources=_TASK_RESOURCES,
+    spec_check=check_spec,
+)

@@ -9,11 +9,11 @@ toleration ``nvidia.com/gpu`` Exists NoSchedule); prep and evaluation run on CPU
 
 from kfp import dsl
 
-from kfp_gpu.compiler import task_settings
 from kfp_gpu.components.prep_text.component import prep_text
 from kfp_gpu.components.train_text_classifier.component import train_text_classifier
-from kfp_gpu.gpu import parse
-from kfp_gpu.parameters.declared import (
+from kfp_gpu.dsl import task_settings
+from kfp_gpu.dsl.entry import PipelineEntry
+from kfp_gpu.dsl.parameters import (
     check_signature,
     declare,
     documented,
@@ -22,12 +22,13 @@ from kfp_gpu.parameters.declared import (
     number,
     text,
 )
+from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import EVALUATE_RESOURCES, TrainingOutputs, evaluate_and_collect
 
-NAME = "imdb-lstm"
-DEFAULT_GPU = "gpu:1"
+_NAME = "imdb-lstm"
+_DEFAULT_GPU = "gpu:1"
 #: The parameter `kfp-gpu run --local --data-dir DIR` sets: (name, path under DIR).
-LOCAL_DATA = ("source", "imdb/imdb_50k.csv.gz")
+_LOCAL_DATA = ("source", "imdb/imdb_50k.csv.gz")
 
 
 def _check_source(source: str) -> None:
@@ -54,14 +55,14 @@ def _checkpoint_dir(value: str) -> None:
 
 
 #: Checks of local input files `kfp-gpu run --local` makes before any task starts
-#: (kfp_gpu.parameters.declared.check_local_files).
-LOCAL_CHECKS = {"source": _check_source}
+#: (kfp_gpu.catalog.params.check_local_files).
+_LOCAL_CHECKS = {"source": _check_source}
 #: CPU/memory for the training task: the input pipeline and Python need ~2 cores; the
 #: full 25k x 80 dataset is ~8 MB, the model ~3 M parameters.
 TRAIN_CPU, TRAIN_MEMORY = "4", "8G"
 #: Each task's default CPU/memory (display name -> Resources); `kfp-gpu compile
-#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.compiler.task_settings).
-TASK_RESOURCES = {
+#: --resources TASK=cpu:Q,memory:Q` overrides them (kfp_gpu.dsl.task_settings).
+_TASK_RESOURCES = {
     "prep-text": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
     "train-lstm": task_settings.Resources(cpu_request=TRAIN_CPU, memory_request=TRAIN_MEMORY,
                                           memory_limit=TRAIN_MEMORY),
@@ -72,11 +73,11 @@ TASK_RESOURCES = {
 #: activations = 42 MB).
 EVAL_BATCH_SIZE = 1024
 
-#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.parameters.declared).
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.dsl.parameters).
 #: Checked before any task starts (`run --local`, `submit`) and against the signature at
 #: compile time; the ranges are the components' own checks (prep_text/tokens.py,
 #: kfp_gpu/training/text_model.py), made early.
-PARAMETERS = declare(
+_PARAMETERS = declare(
     text("source", "reviews: keras:imdb (needs the internet), or a CSV/CSV.gz/Parquet file "
          "(a PVC path) or gs:// / s3:// URI",
          required=True, path_keywords=("keras:imdb",), schemes=("gs", "s3")),
@@ -100,23 +101,23 @@ PARAMETERS = declare(
 )
 
 
-def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = None):
+def build(gpu: str = _DEFAULT_GPU, settings: task_settings.TaskSettings | None = None):
     """The ``imdb-lstm`` pipeline function with the training task's GPU request ``gpu``.
 
     Args:
         gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:1``, ``mig:1g.10gb``,
             ``fraction:0.5``, ``none``.
         settings: credentials, volumes and CPU/memory overrides for every task
-            (:mod:`kfp_gpu.compiler.task_settings`; default: none, :data:`TASK_RESOURCES`).
+            (:mod:`kfp_gpu.dsl.task_settings`; default: none, :data:`_TASK_RESOURCES`).
 
     Raises:
         ValueError: invalid GPU request or settings (raised here, before compilation).
     """
     request = parse(gpu)
 
-    @dsl.pipeline(name=NAME, description="Keras Embedding->LSTM->Dense sentiment classifier on "
+    @dsl.pipeline(name=_NAME, description="Keras Embedding->LSTM->Dense sentiment classifier on "
                   "IMDB reviews: prep_text -> train_text_classifier (GPU) -> evaluate_classifier.")
-    @documented(PARAMETERS)  # meanings and ranges into the compiled YAML
+    @documented(_PARAMETERS)  # meanings and ranges into the compiled YAML
     def imdb_lstm(
         source: str = "keras:imdb",
         max_rows_per_split: int = 0,
@@ -135,13 +136,13 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
     ) -> TrainingOutputs:
         prep = prep_text(source=source, max_rows_per_split=max_rows_per_split,
                          num_words=num_words, maxlen=maxlen, seed=seed)
-        task_settings.apply(prep, "prep-text", settings, TASK_RESOURCES["prep-text"])
+        task_settings.apply(prep, "prep-text", settings, _TASK_RESOURCES["prep-text"])
         train = train_text_classifier(
             train_data=prep.outputs["train_data"], epochs=epochs, batch_size=batch_size,
             embedding_dim=embedding_dim, lstm_units=lstm_units, dropout=dropout,
             learning_rate=learning_rate, mixed_precision=mixed_precision, seed=seed,
             checkpoint_dir=checkpoint_dir)
-        task_settings.apply(train, "train-lstm", settings, TASK_RESOURCES["train-lstm"])
+        task_settings.apply(train, "train-lstm", settings, _TASK_RESOURCES["train-lstm"])
         request.apply_to_task(train)
         return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold,
                                     training_report=train.outputs["report"],
@@ -149,5 +150,17 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
                                     vocabulary=prep.outputs["vocabulary"],
                                     batch_size=EVAL_BATCH_SIZE, settings=settings)
 
-    check_signature(PARAMETERS, imdb_lstm)
+    check_signature(_PARAMETERS, imdb_lstm)
     return imdb_lstm
+
+
+#: What the catalog reads (kfp_gpu.catalog.discover): this module's one export.
+ENTRY = PipelineEntry(
+    name=_NAME,
+    build=build,
+    parameters=_PARAMETERS,
+    default_gpu=_DEFAULT_GPU,
+    local_data=_LOCAL_DATA,
+    local_checks=_LOCAL_CHECKS,
+    task_resources=_TASK_RESOURCES,
+)

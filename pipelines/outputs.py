@@ -4,8 +4,8 @@ from typing import NamedTuple
 
 from kfp.dsl import HTML, Metrics, Model
 
-from kfp_gpu.compiler import task_settings
 from kfp_gpu.components.evaluate_classifier.component import evaluate_classifier
+from kfp_gpu.dsl import task_settings
 
 #: The ``evaluate`` task's default CPU/memory (`kfp-gpu compile --resources evaluate=...`).
 EVALUATE_RESOURCES = task_settings.Resources(cpu_limit="2", memory_limit="4G")
@@ -34,7 +34,7 @@ def evaluate_and_collect(train, test_data, accuracy_threshold, *, training_repor
     TensorBoard logs (throughput, parameters, training curves) and prep_text's vocabulary
     (misclassified reviews as words). ``batch_size``: the prediction batch size (None:
     the component's default, 256, safe for image models on a GPU share). ``settings``:
-    the pipeline's task settings (:func:`kfp_gpu.compiler.task_settings.apply`).
+    the pipeline's task settings (:func:`kfp_gpu.dsl.task_settings.apply`).
     """
     extra = {k: v for k, v in (("training_report", training_report),
                                ("training_logs", training_logs),

@@ -14,11 +14,11 @@ run time: ``mpijob`` (MPI Operator) or ``trainjob`` (Kubeflow Trainer v2 TrainJo
 
 from kfp import dsl
 
-from kfp_gpu.compiler import k8s_rules, task_settings
 from kfp_gpu.components.prep_images.component import prep_images
 from kfp_gpu.components.train_resnet_horovod.component import train_resnet_horovod
-from kfp_gpu.gpu import parse
-from kfp_gpu.parameters.declared import (
+from kfp_gpu.dsl import k8s_rules, task_settings
+from kfp_gpu.dsl.entry import PipelineEntry
+from kfp_gpu.dsl.parameters import (
     check_signature,
     declare,
     documented,
@@ -27,30 +27,31 @@ from kfp_gpu.parameters.declared import (
     number,
     text,
 )
+from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import EVALUATE_RESOURCES, TrainingOutputs, evaluate_and_collect
 
-NAME = "resnet-horovod"
-DEFAULT_GPU = "gpu:8"
+_NAME = "resnet-horovod"
+_DEFAULT_GPU = "gpu:8"
 #: The parameter `kfp-gpu run --local --data-dir DIR` sets: (name, path under DIR).
-LOCAL_DATA = ("source", "fashion-mnist")
+_LOCAL_DATA = ("source", "fashion-mnist")
 
 #: Each task's default CPU/memory (display name -> Resources); `kfp-gpu compile
 #: --resources TASK=cpu:Q,memory:Q` overrides them. The training task's own pod runs only
 #: the MPIJob client: its CPU/memory (none by default) go to each Worker (passthrough).
-TASK_RESOURCES = {
+_TASK_RESOURCES = {
     "prep-images": task_settings.Resources(cpu_limit="2", memory_limit="4G"),
     "train-resnet-horovod": task_settings.Resources(),
     "evaluate": EVALUATE_RESOURCES,
 }
 
-#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.parameters.declared).
+#: Every pipeline parameter: type, accepted values, meaning (kfp_gpu.dsl.parameters).
 #: Checked before any task starts (`run --local`, `submit`) and against the signature at
 #: compile time. Choices and ranges are the component's own checks made early
 #: (components/train_resnet_horovod/run_training.py EXECUTIONS,
 #: kfp_gpu/training/horovod_config.py OPTIMIZERS and resolved(), resnet_models.MODELS,
 #: kfp_gpu/mpi/spec/backends.py BACKENDS, components/prep_images/prep.py); rdma_resource by
-#: Kubernetes' rule for resource names (a qualified name, kfp_gpu.compiler.k8s_rules).
-PARAMETERS = declare(
+#: Kubernetes' rule for resource names (a qualified name, kfp_gpu.dsl.k8s_rules).
+_PARAMETERS = declare(
     text("source", "images: fashion-mnist, synthetic, an IDX folder or .npz file (a PVC "
          "path), or a gs:// / s3:// .npz URI",
          required=True, path_keywords=("fashion-mnist", "synthetic"), schemes=("gs", "s3")),
@@ -93,14 +94,14 @@ PARAMETERS = declare(
 )
 
 
-def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = None):
+def build(gpu: str = _DEFAULT_GPU, settings: task_settings.TaskSettings | None = None):
     """The ``resnet-horovod`` pipeline function; ``gpu`` is the request per MPIJob Worker.
 
     Args:
         gpu: GPU request text (kfp_gpu.gpu.parse), e.g. ``gpu:8``, ``gpu:1``,
             ``mig:3g.40gb``, ``dra:mig=1g.10gb`` (DRA claims on the Workers), ``none``.
         settings: credentials, volumes and CPU/memory overrides for every task
-            (:mod:`kfp_gpu.compiler.task_settings`). The training task passes its Secret env,
+            (:mod:`kfp_gpu.dsl.task_settings`). The training task passes its Secret env,
             PVCs and CPU/memory through to the MPIJob/TrainJob pods (its
             ``task_config_passthroughs``): ``--resources train-resnet-horovod=...`` sizes
             each Worker.
@@ -114,10 +115,10 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
     # this task's own pod (the MPIJob client) needs no GPU.
     worker_gpu = parse(gpu).to_text()
 
-    @dsl.pipeline(name=NAME, description="Horovod ResNet on Fashion-MNIST (or synthetic "
+    @dsl.pipeline(name=_NAME, description="Horovod ResNet on Fashion-MNIST (or synthetic "
                   "images) as a Kubeflow MPIJob: prep_images -> train_resnet_horovod -> "
                   "evaluate_classifier.")
-    @documented(PARAMETERS)  # meanings and ranges into the compiled YAML
+    @documented(_PARAMETERS)  # meanings and ranges into the compiled YAML
     def resnet_horovod(
         source: str = "fashion-mnist",
         max_rows_per_split: int = 0,
@@ -146,7 +147,7 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
         accuracy_threshold: float = 0.8,
     ) -> TrainingOutputs:
         prep = prep_images(source=source, max_rows_per_split=max_rows_per_split, seed=seed)
-        task_settings.apply(prep, "prep-images", settings, TASK_RESOURCES["prep-images"])
+        task_settings.apply(prep, "prep-images", settings, _TASK_RESOURCES["prep-images"])
         train = train_resnet_horovod(
             train_data=prep.outputs["train_data"], test_data=prep.outputs["test_data"],
             execution=execution, workers=workers, backend=backend, local_processes=local_processes,
@@ -159,10 +160,21 @@ def build(gpu: str = DEFAULT_GPU, settings: task_settings.TaskSettings | None = 
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             worker_gpu=worker_gpu)
         task_settings.apply(train, "train-resnet-horovod", settings,
-                            TASK_RESOURCES["train-resnet-horovod"])
+                            _TASK_RESOURCES["train-resnet-horovod"])
         train.set_caching_options(False)
         return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold,
                                     settings=settings)
 
-    check_signature(PARAMETERS, resnet_horovod)
+    check_signature(_PARAMETERS, resnet_horovod)
     return resnet_horovod
+
+
+#: What the catalog reads (kfp_gpu.catalog.discover): this module's one export.
+ENTRY = PipelineEntry(
+    name=_NAME,
+    build=build,
+    parameters=_PARAMETERS,
+    default_gpu=_DEFAULT_GPU,
+    local_data=_LOCAL_DATA,
+    task_resources=_TASK_RESOURCES,
+)

@@ -163,3 +163,10 @@ def start(plane) -> None:
     plane.start_process("kueue", _namespaced_argv(plane, argv))
     operators.wait_healthy(plane, "kueue", health)
     plane.apply(webhooks(ca, port))
+
+
+def start_tier3(plane) -> None:
+    """Kueue, unless already running (tier 3 on top of :func:`testcluster.operators.
+    start_tier2`)."""
+    if not plane.running("kueue"):
+        start(plane)

@@ -28,14 +28,11 @@ machine's last real node goes: :data:`SYSCTL_FILE`).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
 import json
 import os
 import shutil
 import signal
 import subprocess
-import tarfile
 import time
 from pathlib import Path
 
@@ -43,9 +40,9 @@ import yaml
 
 from testcluster import netns
 from testcluster import node_config as cfg
+from testcluster.node_images import NodeError, containerd_answers, import_pause, run
 
 #: Kubernetes' pause source in the module cache (the image the CRI runs each pod around).
-PAUSE_SOURCE = "k8s.io/kubernetes@v1.36.3/build/pause/linux/pause.c"
 #: The processes of the node, in start order (stopped in reverse).
 PROCESSES = ("containerd", "kubelet", "kube-proxy", "coredns", "dra-plugin")
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -55,17 +52,6 @@ CNI_CACHE = Path("/var/lib/cni/results")
 SYSCTL_FILE = Path("/run/kfp-gpu/node-sysctls.json")
 #: dra-example-driver's device class (deployments/helm/.../deviceclass.yaml) and driver.
 DRA_DEVICE_CLASS = cfg.DRA_DRIVER
-
-
-class NodeError(RuntimeError):
-    """A step of bringing the node up failed; the message names the log to read."""
-
-
-def _run(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    r = subprocess.run(list(argv), capture_output=True, text=True, check=False, **kw)
-    if check and r.returncode != 0:
-        raise NodeError(f"{' '.join(argv[:4])} failed ({r.returncode}): {r.stderr.strip()}")
-    return r
 
 
 # ---------------------------------------------------------------- state
@@ -99,63 +85,6 @@ def free_index() -> int:
 
 
 # ---------------------------------------------------------------- pause image
-def pause_image_tar(pause_binary: bytes) -> bytes:
-    """An OCI image layout tarball of ``pause_binary`` as ``/pause`` (entrypoint), named
-    :data:`testcluster.node_config.PAUSE_IMAGE` for ``ctr images import``. Pure."""
-    layer = io.BytesIO()
-    with tarfile.open(fileobj=layer, mode="w") as t:
-        info = tarfile.TarInfo("pause")
-        info.size, info.mode, info.mtime = len(pause_binary), 0o755, 0
-        t.addfile(info, io.BytesIO(pause_binary))
-    layer_b = layer.getvalue()
-    def digest(b: bytes) -> str:
-        return "sha256:" + hashlib.sha256(b).hexdigest()
-    config = json.dumps({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
-        "rootfs": {"type": "layers", "diff_ids": [digest(layer_b)]}}).encode()
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": digest(config), "size": len(config)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
-                    "digest": digest(layer_b), "size": len(layer_b)}]}).encode()
-    index = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-                       "digest": digest(manifest), "size": len(manifest),
-                       "annotations": {"io.containerd.image.name": cfg.PAUSE_IMAGE,
-                                       "org.opencontainers.image.ref.name": "3.10.2"}}]})
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as t:
-        def add(name: str, data: bytes) -> None:
-            i = tarfile.TarInfo(name)
-            i.size, i.mtime = len(data), 0
-            t.addfile(i, io.BytesIO(data))
-        add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-        add("index.json", index.encode())
-        for b in (layer_b, config, manifest):
-            add("blobs/sha256/" + digest(b).split(":")[1], b)
-    return out.getvalue()
-
-
-def pause_binary(cache: Path) -> bytes:
-    """Kubernetes' pause, compiled statically (gcc) from the module cache's
-    build/pause/linux/pause.c into ``cache`` once."""
-    out = cache / "pause"
-    if not out.exists():
-        gomodcache = _run("go", "env", "GOMODCACHE").stdout.strip()
-        src = Path(gomodcache) / PAUSE_SOURCE
-        if not src.exists():
-            raise NodeError(f"{src} missing: bash testcluster/build.sh kubelet first")
-        cache.mkdir(parents=True, exist_ok=True)
-        _run("gcc", "-Os", "-static", "-DVERSION=v3.10.2", "-o", str(out) + ".tmp",
-             str(src))
-        Path(str(out) + ".tmp").replace(out)
-    return out.read_bytes()
-
-
-# ---------------------------------------------------------------- up
 def up(plane, *, index: int | None = None, gpus: int = 4) -> None:
     """Bring the real node up on ``plane`` (a :class:`testcluster.controlplane.Plane`
     whose ``bins`` hold the node tier's tools) and wait until it is Ready.
@@ -189,32 +118,16 @@ def up(plane, *, index: int | None = None, gpus: int = 4) -> None:
     for sub in _cgroup_hierarchies():
         (sub / cgroup_root.lstrip("/")).mkdir(exist_ok=True)
 
+    node_kc = _write_config(plane, paths, addrs, cgroup_root)
     b = plane.bins
-    oom = int(Path("/proc/self/oom_score_adj").read_text())
-    admin = yaml.safe_load(plane.kubeconfig.read_text())
-    node_kc = paths.config / "kubeconfig"
-    node_kc.write_text(yaml.safe_dump(cfg.node_kubeconfig(admin, addrs.host_ip)))
-    ca = paths.config / "ca.crt"
-    ca.write_text(_ca_pem(admin))
-    (paths.config / "resolv.conf").write_text(f"nameserver {addrs.node_ip}\n")
-    (paths.config / "containerd.toml").write_text(
-        cfg.containerd_config(paths, b["runc"] / "runc", b["cni-plugins"] / "cni"))
-    (paths.cni_conf / "10-kfp-gpu.conflist").write_text(
-        json.dumps(cfg.cni_conflist(paths, addrs), indent=1))
-    (paths.config / "kubelet.yaml").write_text(yaml.safe_dump(cfg.kubelet_config(
-        paths, addrs, ca_file=ca, cgroup_root=cgroup_root, oom_score_adj=oom)))
-    (paths.config / "kube-proxy.yaml").write_text(yaml.safe_dump(
-        cfg.kube_proxy_config(addrs, node_kc, oom)))
-    (paths.config / "Corefile").write_text(cfg.corefile(addrs, node_kc))
-
     ns = ["nsenter", f"--net=/run/netns/{addrs.netns}", "--"]
     path_env = {"PATH": os.pathsep.join([str(b["containerd"]), str(b["runc"]),
                                          os.environ.get("PATH", "")])}
     plane.start_process("containerd", [*ns, str(b["containerd"] / "containerd"), "--config",
                                        str(paths.config / "containerd.toml")], path_env)
-    _wait(lambda: _ctr(plane, paths, "version", check=False).returncode == 0, 60,
-          "containerd did not answer", plane, "containerd")
-    _ctr_import(plane, paths, pause_image_tar(pause_binary(plane.bins["kubelet"])))
+    _wait(lambda: containerd_answers(plane, paths), 60, "containerd did not answer", plane,
+          "containerd")
+    import_pause(plane, paths)
     plane.start_process("kubelet", [
         *ns, str(b["kubelet"] / "kubelet"), f"--config={paths.config / 'kubelet.yaml'}",
         f"--kubeconfig={node_kc}", f"--hostname-override={cfg.NODE_NAME}",
@@ -237,6 +150,30 @@ def up(plane, *, index: int | None = None, gpus: int = 4) -> None:
           "dra-example-driver published no ResourceSlice", plane, "dra-plugin")
 
 
+def _write_config(plane, paths: cfg.Paths, addrs: cfg.Addresses, cgroup_root: str) -> Path:
+    """The node's config files (kubeconfig, CA, resolv.conf, containerd, CNI, kubelet,
+    kube-proxy, CoreDNS) from :mod:`testcluster.node_config`; returns the kubeconfig."""
+    b = plane.bins
+    oom = int(Path("/proc/self/oom_score_adj").read_text())
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    node_kc = paths.config / "kubeconfig"
+    node_kc.write_text(yaml.safe_dump(cfg.node_kubeconfig(admin, addrs.host_ip)))
+    ca = paths.config / "ca.crt"
+    ca.write_text(_ca_pem(admin))
+    (paths.config / "resolv.conf").write_text(f"nameserver {addrs.node_ip}\n")
+    (paths.config / "containerd.toml").write_text(
+        cfg.containerd_config(paths, b["runc"] / "runc", b["cni-plugins"] / "cni"))
+    (paths.cni_conf / "10-kfp-gpu.conflist").write_text(
+        json.dumps(cfg.cni_conflist(paths, addrs), indent=1))
+    (paths.config / "kubelet.yaml").write_text(yaml.safe_dump(cfg.kubelet_config(
+        paths, addrs, ca_file=ca, cgroup_root=cgroup_root, oom_score_adj=oom)))
+    (paths.config / "kube-proxy.yaml").write_text(yaml.safe_dump(
+        cfg.kube_proxy_config(addrs, node_kc, oom)))
+    (paths.config / "Corefile").write_text(cfg.corefile(addrs, node_kc))
+
+    return node_kc
+
+
 def dra_device_class() -> dict:
     """dra-example-driver v0.2.1's DeviceClass (deployments/helm/dra-example-driver/
     templates/deviceclass.yaml, resource.k8s.io/v1)."""
@@ -257,7 +194,7 @@ def _ca_pem(kubeconfig: dict) -> str:
 
 def _network(a: cfg.Addresses) -> None:
     netns.make(a.netns, a.host_if, a.host_ip, a.node_ip)
-    _run("ip", "netns", "exec", a.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+    run("ip", "netns", "exec", a.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 
 
 def _cgroup_hierarchies() -> list[Path]:
@@ -268,73 +205,6 @@ def _cgroup_hierarchies() -> list[Path]:
         if fstype == "cgroup" and Path(mnt).is_relative_to(CGROUP_FS):
             out.append(Path(mnt))
     return out
-
-
-def _ctr_argv(plane, paths: cfg.Paths, *args: str) -> list[str]:
-    """``ctr`` against the node's containerd, in the CRI's namespace ``k8s.io``."""
-    return [str(plane.bins["containerd"] / "ctr"), "--address", str(paths.containerd_sock),
-            "--namespace", "k8s.io", *args]
-
-
-def _ctr(plane, paths: cfg.Paths, *args: str, check: bool = True, input: bytes | None = None,
-         timeout: float = 600) -> subprocess.CompletedProcess:
-    r = subprocess.run(_ctr_argv(plane, paths, *args), input=input, capture_output=True,
-                       timeout=timeout, check=False)
-    if check and r.returncode != 0:
-        raise NodeError(f"ctr {' '.join(args[:2])} failed: {r.stderr.decode()[-500:]}")
-    return r
-
-
-def _ctr_import(plane, paths: cfg.Paths, tar: bytes) -> None:
-    _ctr(plane, paths, "images", "import", "--no-unpack", "-", input=tar)
-
-
-def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
-    """Copy Docker images into the node's containerd (``docker save`` streamed into ``ctr
-    images import``): the pods use them as built, no registry. Returns seconds per ref.
-
-    Raises:
-        NodeError: ctr refused an image.
-    """
-    paths = cfg.Paths(plane.dir / "node")
-    times = {}
-    for ref in refs:
-        t0 = time.monotonic()
-        ctr = subprocess.Popen(_ctr_argv(plane, paths, "images", "import", "-"),
-                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
-        try:
-            for chunk in docker_client.images.get(ref).save(named=True):
-                ctr.stdin.write(chunk)
-        finally:
-            ctr.stdin.close()
-        err = ctr.stderr.read().decode(errors="replace")
-        if ctr.wait(timeout=900) != 0:
-            raise NodeError(f"importing {ref} into the node failed: {err[-500:]}")
-        times[ref] = time.monotonic() - t0
-    return times
-
-
-def node_images(plane) -> set[str]:
-    """The image references the node's containerd holds (CRI namespace ``k8s.io``)."""
-    paths = cfg.Paths(plane.dir / "node")
-    return set(_ctr(plane, paths, "images", "ls", "-q").stdout.decode().split())
-
-
-def containers_of(plane, namespace: str) -> list[str]:
-    """Ids of the containers (pause sandboxes included) the node's containerd still holds
-    for pods of ``namespace`` (the CRI's ``io.kubernetes.pod.namespace`` label)."""
-    paths = cfg.Paths(plane.dir / "node")
-    flt = f'labels."io.kubernetes.pod.namespace"=={namespace}'
-    return _ctr(plane, paths, "containers", "ls", "-q", flt).stdout.decode().split()
-
-
-def running_tasks(plane, containers: list[str]) -> list[str]:
-    """Those of ``containers`` whose task (process) containerd reports RUNNING."""
-    paths = cfg.Paths(plane.dir / "node")
-    rows = _ctr(plane, paths, "tasks", "ls").stdout.decode().splitlines()[1:]
-    return [r.split()[0] for r in rows
-            if r.split() and r.split()[0] in containers and r.split()[-1] == "RUNNING"]
 
 
 def _node_ready(plane) -> bool:
@@ -416,7 +286,7 @@ def cni_cache_files(root: Path) -> list[Path]:
 
 def node_namespaces() -> list[str]:
     """The network namespaces of this machine's real nodes (any plane's)."""
-    names = _run("ip", "netns", "list", check=False).stdout.split()
+    names = run("ip", "netns", "list", check=False).stdout.split()
     return [n for n in names if n.startswith("kfpgpu-node")]
 
 

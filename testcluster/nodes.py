@@ -1,5 +1,5 @@
 """Fake GPU nodes for the real control plane: the same seven nodes the API double serves
-(tests/doubles/k8s_cluster_nodes.json: GPU Feature Discovery labels, the NVIDIA device
+(testcluster/data/k8s_cluster_nodes.json: GPU Feature Discovery labels, the NVIDIA device
 plugin's whole/MIG-mixed/time-sliced resources, rdma/*, MetaGPU, HAMi), made into kwok
 nodes. Pure builders: no I/O but reading that JSON file.
 
@@ -18,8 +18,9 @@ import copy
 import json
 from pathlib import Path
 
-DOUBLE_NODES = (Path(__file__).resolve().parents[1] / "tests" / "doubles"
-                / "k8s_cluster_nodes.json")
+#: The node list both the fake nodes here and the Kubernetes API double of the unit tests
+#: serve (tests/doubles/k8s_cluster.py reads this file).
+DOUBLE_NODES = Path(__file__).resolve().parent / "data" / "k8s_cluster_nodes.json"
 
 #: kwok's node-selection annotation (sigs.k8s.io/kwok@v0.8.0 pkg/kwokctl: the
 #: kwok-controller's ``--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake``).

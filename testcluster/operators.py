@@ -173,11 +173,3 @@ def start_tier2(plane) -> None:
         start_jobset(plane)
     if not plane.running("trainer"):
         start_trainer(plane)
-
-
-def start_tier3(plane) -> None:
-    """Kueue (tests/cluster/kueue.py), unless already running."""
-    from testcluster import kueue
-
-    if not plane.running("kueue"):
-        kueue.start(plane)

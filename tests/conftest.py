@@ -21,7 +21,7 @@ from tests.cluster.tiers import unavailable as tier_unavailable
 from tests.containers.conftest import unavailable
 from tests.containers.engine import LABEL, image_ref, remove_labelled
 from tests.containers.registry_server import pushed, registry  # noqa: F401 - fixtures
-from tests.kustomize import MANIFESTS, kustomize
+from tests.support.kustomize import MANIFESTS, kustomize
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 import kfp_gpu
-from kfp_gpu.compiler import packaging, registry
+from kfp_gpu.catalog import discover as registry
+from kfp_gpu.compiler import packaging
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -49,6 +50,7 @@ def _staged_package(tmp: Path) -> Path:
     shutil.copytree(REPO / "kfp_gpu", stage / "kfp_gpu", ignore=ignore)
     for folder in ("components", "pipelines"):
         shutil.copytree(REPO / folder, stage / "kfp_gpu" / folder, ignore=ignore)
+    shutil.copytree(REPO / "testcluster", stage / "testcluster", ignore=ignore)
     shutil.copy(REPO / "pyproject.toml", stage / "pyproject.toml")
     return stage
 
@@ -61,7 +63,7 @@ def test_import_contracts_are_kept(tmp_path):
     proc = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=stage, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "7 kept, 0 broken" in proc.stdout
+    assert "8 kept, 0 broken" in proc.stdout
 
 
 def _cycles(graph, modules: set[str]) -> list[list[str]]:
@@ -127,16 +129,16 @@ def test_no_import_cycles_even_through_function_level_imports(tmp_path, monkeypa
 
     stage = _staged_package(tmp_path)
     monkeypatch.syspath_prepend(str(stage))
-    for name in [m for m in sys.modules if m == "kfp_gpu" or m.startswith("kfp_gpu.")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("kfp_gpu", "testcluster")]:
         monkeypatch.delitem(sys.modules, name)
-    graph = grimp.build_graph("kfp_gpu", cache_dir=None)
+    graph = grimp.build_graph("kfp_gpu", "testcluster", cache_dir=None)
     modules = {m for m in graph.modules if ".tests" not in m}
-    assert len(modules) > 80
+    assert len(modules) > 80 and len({m for m in modules if m.startswith("testcluster.")}) >= 15
     assert _cycles(graph, modules) == []
 
 
 def _python_files():
-    for base in ("kfp_gpu", "components", "pipelines"):
+    for base in ("kfp_gpu", "components", "pipelines", "testcluster"):
         for f in sorted((REPO / base).rglob("*.py")):
             rel = f.relative_to(REPO)
             if "tests" not in rel.parts and "__pycache__" not in rel.parts:
@@ -241,7 +243,7 @@ def imports_of_test_modules(root: Path) -> list[str]:
 
 def test_no_test_module_imports_another():
     """A test module's helpers, constants and fixtures are not imported from it by another
-    test module (nor by a helper): they live in a helper module (e.g. tests/waiting.py,
+    test module (nor by a helper): they live in a helper module (e.g. tests/support/waiting.py,
     tests/cluster/access.py) or a conftest.py."""
     assert imports_of_test_modules(REPO) == []
 
@@ -273,9 +275,11 @@ def test_registry_is_derived_from_the_folders():
     folders = sorted(p.parent.name for p in (REPO / "components").glob("*/component.py"))
     assert sorted(registry.COMPONENTS) == [f for f in folders if f != "shared"]
     assert sorted(registry.PIPELINES) == ["fractional-eval", "imdb-lstm", "resnet-horovod"]
-    assert registry.LOCAL_DATA["imdb-lstm"] == ("source", "imdb/imdb_50k.csv.gz")
-    for ref in {**registry.COMPONENTS, **registry.PIPELINES}.values():
-        assert callable(registry.resolve(ref))
+    assert registry.entry("imdb-lstm").local_data == ("source", "imdb/imdb_50k.csv.gz")
+    for name in registry.COMPONENTS:
+        assert callable(registry.component(name))
+    for name in registry.PIPELINES:
+        assert registry.entry(name).name == name
 
 
 def test_registry_refuses_a_folder_without_its_component(tmp_path):
@@ -333,3 +337,53 @@ def test_public_api_is_declared_and_lazy():
     assert out == "[]"
     for name in kfp_gpu.__all__:
         assert getattr(kfp_gpu, name) is not None
+
+
+#: The one module allowed to import by name (kfp_gpu.catalog.discover's docstring).
+DYNAMIC_IMPORTER = "kfp_gpu/catalog/discover.py"
+#: And why another may: (file, reason).
+DYNAMIC_ALLOWED = {
+    "kfp_gpu/__init__.py": "the package root's PEP 562 lazy public names import downward only "
+                           "(the root is above every layer), and a static import there would "
+                           "tie every module that reads kfp_gpu.__version__ to all of them",
+}
+
+
+def dynamic_imports(root: Path) -> list[str]:
+    """``file:line`` of every ``importlib`` import (``importlib.metadata`` and
+    ``importlib.resources`` read data, not modules) and every ``__import__`` call."""
+    found = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "__import__":
+                names = ["__import__"]
+            bad = [n for n in names if n == "__import__" or (
+                n.split(".")[0] == "importlib"
+                and not n.startswith(("importlib.metadata", "importlib.resources")))]
+            if bad:
+                found.append(f"{rel}:{node.lineno}")
+    return found
+
+
+def test_only_the_catalog_imports_by_name():
+    """No dynamic import goes up a layer: outside kfp_gpu/catalog/discover.py nothing in the
+    product (kfp_gpu, components, pipelines) or the test plane (testcluster) imports
+    importlib or calls __import__."""
+    found = [f"{top}/{hit}" for top in ("kfp_gpu", "components", "pipelines", "testcluster")
+             for hit in dynamic_imports(REPO / top)]
+    assert [h for h in found if h.partition(":")[0] not in {DYNAMIC_IMPORTER, *DYNAMIC_ALLOWED}] \
+        == []
+    assert any(h.startswith(DYNAMIC_IMPORTER + ":") for h in found)
+
+
+def test_the_dynamic_import_finder_sees_each_form(tmp_path):
+    (tmp_path / "a.py").write_text("import importlib\nimport importlib.metadata\n")
+    (tmp_path / "b.py").write_text("from importlib import import_module\n"
+                                   "from importlib import resources\nx = __import__('os')\n")
+    assert dynamic_imports(tmp_path) == ["a.py:1", "b.py:1", "b.py:3"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kfp_gpu.mpi.spec import backends, mpijob, trainjob
-from tests.mpijob_options import options
+from tests.support.mpijob_options import options
 
 
 def cond(ctype: str, status: str = "True", reason: str = "") -> dict:

@@ -26,8 +26,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kfp_gpu.catalog import discover
+from kfp_gpu.catalog import params as catalog_params
 from kfp_gpu.cli import app, errors
-from kfp_gpu.parameters import declared as parameters
+from kfp_gpu.dsl import parameters
 
 REPO = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:1"  # nothing listens on port 1: connection refused at once
@@ -568,7 +570,7 @@ def test_an_unexpected_exception_is_one_internal_error_line(monkeypatch):
     def boom(name):
         raise KeyError("surprise")
 
-    monkeypatch.setattr(parameters, "rows", boom)
+    monkeypatch.setattr(catalog_params, "rows", boom)
     res = CliRunner().invoke(app, ["params", "imdb-lstm"])
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert res.output.strip() == ("error: internal error: KeyError: 'surprise' (run with -v for "
@@ -648,15 +650,15 @@ def test_compile_refuses_a_default_outside_its_declaration():
 
 @pytest.mark.parametrize("name", ["imdb-lstm", "resnet-horovod", "fractional-eval"])
 def test_every_catalog_pipeline_declares_every_parameter(name):
-    mod = parameters.module_of(name)
-    parameters.check_signature(mod.PARAMETERS, mod.build())  # what compile runs
-    assert all(p.meaning for p in mod.PARAMETERS.values())
+    entry = discover.entry(name)
+    parameters.check_signature(entry.parameters, entry.pipeline())  # what compile runs
+    assert all(p.meaning for p in entry.parameters.values())
 
 
 def test_docs_parameters_md_is_generated_from_the_declarations():
     page = Path(__file__).resolve().parents[1] / "docs" / "parameters.md"
-    assert page.read_text(encoding="utf-8") == parameters.docs_page(), (
-        "docs/parameters.md is stale: python -c 'from kfp_gpu.parameters import declared; "
+    assert page.read_text(encoding="utf-8") == catalog_params.docs_page(), (
+        "docs/parameters.md is stale: python -c 'from kfp_gpu.dsl import parameters as declared; "
         "print(declared.docs_page(), end=\"\")' > docs/parameters.md")
 
 
@@ -676,7 +678,7 @@ def test_compiled_yaml_carries_each_parameters_meaning_and_range(name):
     path, _ = compiled_pipeline(name)
     spec = next(yaml.safe_load_all(path.read_text(encoding="utf-8")))
     compiled = spec["root"]["inputDefinitions"]["parameters"]
-    for key, p in parameters.declared(name).items():
+    for key, p in catalog_params.declared(name).items():
         assert compiled[key]["description"] == f"{p.meaning}; accepted: {p.accepted()}."
 
 

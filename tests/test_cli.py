@@ -3,10 +3,9 @@
 import pytest
 from typer.testing import CliRunner
 
+from kfp_gpu.catalog import arguments, discover
 from kfp_gpu.cli import app
-from kfp_gpu.compiler import registry
 from kfp_gpu.local import run as local_run
-from kfp_gpu.parameters import command_line
 
 runner = CliRunner()
 
@@ -43,13 +42,13 @@ def test_bad_invocations_fail_with_a_clear_error(args, msg):
 
 
 def test_typed_params_follow_the_pipeline_signature():
-    pipeline = registry.resolve(registry.PIPELINES["imdb-lstm"])()
-    types = command_line.types_of_pipeline(pipeline)
-    typed = command_line.typed({"epochs": "3", "dropout": "0.2", "mixed_precision": "yes",
-                                "source": "x.csv"}, types)
+    pipeline = discover.entry("imdb-lstm").pipeline()
+    types = arguments.types_of_pipeline(pipeline)
+    typed = arguments.typed({"epochs": "3", "dropout": "0.2", "mixed_precision": "yes",
+                             "source": "x.csv"}, types)
     assert typed == {"epochs": 3, "dropout": 0.2, "mixed_precision": True, "source": "x.csv"}
     with pytest.raises(ValueError, match="not a boolean"):
-        command_line.typed({"mixed_precision": "maybe"}, types)
+        arguments.typed({"mixed_precision": "maybe"}, types)
 
 
 def test_data_dir_selects_the_real_data(shared_data):

@@ -13,7 +13,7 @@ from kfp_gpu.cli.app import app
 from kfp_gpu.mpi.local import fields
 from kfp_gpu.mpi.spec import mpijob, trainjob, volumes
 from kfp_gpu.mpi.spec.options import MPIJobOptions
-from tests import upstream_crds
+from tests.support import upstream_crds
 
 
 def _job_file(tmp_path):

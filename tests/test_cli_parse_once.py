@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from kfp_gpu.cli import run_local
 from kfp_gpu.cli.app import app
-from kfp_gpu.compiler import task_settings
+from kfp_gpu.dsl import task_settings
 from kfp_gpu.gpu import request as gpu_request
 from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import mpijob

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kfp_gpu.catalog import discover as registry
 from kfp_gpu.compiler import compile as comp
-from kfp_gpu.compiler import registry
 
 
 def _failing_after(n: int, real=comp.compile_text):

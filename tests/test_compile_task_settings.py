@@ -11,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kfp_gpu.catalog import params as catalog_params
 from kfp_gpu.cli.app import app
-from kfp_gpu.compiler import task_settings as ts
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_default_build_has_no_settings_and_the_documented_resources(tmp_path):
     text = yaml.safe_dump(platform)
     assert "secretAsEnv" not in text and "pvcMount" not in text
     _, train = _executor_of(spec, "train-lstm")
-    d = ts.default_resources()["imdb-lstm"]["train-lstm"]
+    d = catalog_params.default_resources()["imdb-lstm"]["train-lstm"]
     assert train["resources"]["resourceCpuRequest"] == d.cpu_request == "4"
     assert train["resources"]["resourceMemoryLimit"] == d.memory_limit == "8G"
     assert "resourceCpuLimit" not in train["resources"]
@@ -148,9 +148,9 @@ def test_settings_need_an_output_dir_and_no_check(args):
 
 def test_docs_list_the_generated_defaults():
     text = (REPO / "docs" / "cluster.md").read_text()
-    assert ts.defaults_table() in text
+    assert catalog_params.defaults_table() in text
     assert "| imdb-lstm | train-lstm | cpu-request:4,memory-request:8G,memory-limit:8G |" \
-        in ts.defaults_table()
+        in catalog_params.defaults_table()
 
 
 def test_secret_env_reaches_mpijob_and_trainjob_pods():
@@ -223,5 +223,5 @@ def test_imdb_checkpoint_dir_refuses_s3_before_any_task():
     from kfp_gpu.pipelines import imdb_lstm
 
     with pytest.raises(ValueError, match="checkpoint_dir.*s3://"):
-        imdb_lstm.PARAMETERS["checkpoint_dir"].check("s3://b/ck")
-    imdb_lstm.PARAMETERS["checkpoint_dir"].check("gs://b/ck")
+        imdb_lstm.ENTRY.parameters["checkpoint_dir"].check("s3://b/ck")
+    imdb_lstm.ENTRY.parameters["checkpoint_dir"].check("gs://b/ck")

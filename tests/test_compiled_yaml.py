@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kfp_gpu.catalog import discover as registry
 from kfp_gpu.compiler import compile as comp
-from kfp_gpu.compiler import registry
-from tests import ir
+from tests.support import ir
 
 TARGETS = comp.targets()
 
@@ -76,8 +76,10 @@ def test_another_registry_needs_an_output_folder():
 
 
 def test_catalog_entries_resolve():
-    for ref in {**registry.COMPONENTS, **registry.PIPELINES}.values():
-        assert callable(registry.resolve(ref))
+    for name in registry.COMPONENTS:
+        assert callable(registry.component(name))
+    for name in registry.PIPELINES:
+        assert callable(registry.entry(name).build)
 
 
 def test_train_resnet_horovod_runs_on_the_trainer_image():

@@ -15,7 +15,7 @@ import pytest
 
 from kfp_gpu import __version__
 from kfp_gpu.cli import errors
-from tests import doc_signatures
+from tests.support import doc_signatures
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted({str(p.relative_to(REPO)) for g in ("README.md", "docs/*.md",
@@ -157,7 +157,7 @@ def test_summary_figures_in_the_readme_carry_date_machine_and_command():
 @pytest.mark.parametrize("doc", DOCS)
 def test_signatures_and_calls_in_the_prose_fit_the_functions(doc):
     """`job_name(run_id, task_name, *, prefix="mpijob", instance="")` is
-    inspect.signature(job_name); `gpu.parse("...")` binds (tests/doc_signatures.py)."""
+    inspect.signature(job_name); `gpu.parse("...")` binds (tests/support/doc_signatures.py)."""
     found = [p for s in doc_signatures.spans(_text(doc)) for p in doc_signatures.problems(s)]
     assert not found, f"{doc}:\n" + "\n".join(found)
 

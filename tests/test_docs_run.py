@@ -11,9 +11,9 @@ leaves each language's evaluation to us, which the shell and console blocks need
 keeps one namespace per page, as a reader keeps one interpreter; it has no dependencies,
 so it installs beside the pinned kfp 2.17 / protobuf 6 / TensorFlow 2.18 set (pytest-examples
 brings black and its own ruff pin; mktestdocs runs only Python and bash blocks, without
-per-block set-up, and is barely maintained). The evaluators: :mod:`tests.doc_blocks`; what a
-block needs and the directives above it: :mod:`tests.doc_needs`; output and data
-comparison: :mod:`tests.doc_output`, :mod:`tests.doc_sources`; bash: :mod:`tests.doc_commands`.
+per-block set-up, and is barely maintained). The evaluators: :mod:`tests.support.doc_blocks`; what a
+block needs and the directives above it: :mod:`tests.support.doc_needs`; output and data
+comparison: :mod:`tests.support.doc_output`, :mod:`tests.support.doc_sources`; bash: :mod:`tests.support.doc_commands`.
 
 Pages are found by glob, so a new page or block is tested without any work by its author.
 Each block is a test item (``test_block[README.md:96]``); the Python blocks above it on
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import doc_blocks, doc_commands, doc_needs, doc_output
+from tests.support import doc_blocks, doc_commands, doc_needs, doc_output
 
 # The ``docker`` / ``registry`` / ``cluster`` blocks ask for the session's fixtures by name
 # (docker_client, image, registry, pushed, plane: tests/conftest.py), the instances the
@@ -183,7 +183,7 @@ def test_pages_are_found_by_glob():
 
 def census() -> dict[str, collections.Counter]:
     """How many blocks the doc tests run, compare, only check or only show: kind (see
-    :func:`tests.doc_blocks.kind_of`) -> counter by ``# needs:`` word (``-``: none)."""
+    :func:`tests.support.doc_blocks.kind_of`) -> counter by ``# needs:`` word (``-``: none)."""
     out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for doc in documents():
         for ex in doc_blocks.parse(REPO / doc):

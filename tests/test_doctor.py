@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from kfp_gpu import gpu
 from kfp_gpu.cli import doctor as doctor_cli
 from kfp_gpu.cluster import doctor
-from tests.doctor_double import facts, nodes, run
 from tests.doubles.k8s_cluster import (
     FakeCluster,
     kai_queue_crd,
@@ -26,6 +25,7 @@ from tests.doubles.k8s_cluster import (
     recorded_nodes,
 )
 from tests.doubles.kfp_api import FakeKfp
+from tests.support.doctor_double import facts, nodes, run
 
 REPO = Path(__file__).resolve().parents[1]
 

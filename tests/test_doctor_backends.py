@@ -15,9 +15,9 @@ import yaml
 from kfp_gpu.cluster import doctor
 from kfp_gpu.cluster.doctor import backends as db
 from kfp_gpu.cluster.doctor.model import Runtime, RuntimeFacts
-from tests.doctor_double import IMAGE, crds, run
 from tests.doubles.k8s_cluster import FakeCluster, mpijob_crd, trainer_crds
-from tests.kustomize import kustomize
+from tests.support.doctor_double import IMAGE, crds, run
+from tests.support.kustomize import kustomize
 
 REPO = Path(__file__).resolve().parents[1]
 

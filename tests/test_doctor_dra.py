@@ -15,9 +15,9 @@ import yaml
 
 from kfp_gpu import gpu
 from kfp_gpu.cluster import doctor
-from tests.doctor_double import dra_nodes, run
 from tests.doubles import nvidia_dra
 from tests.doubles.k8s_cluster import FakeCluster
+from tests.support.doctor_double import dra_nodes, run
 
 
 def dra_objects(*slices: dict) -> dict:
@@ -140,8 +140,8 @@ def test_a_dra_trainjob_needs_the_dra_runtime():
     """backend trainjob with a dra request: the runtime of manifests/trainer-dra."""
     from kfp_gpu.cluster.doctor import backends as db
     from kfp_gpu.cluster.doctor.model import Runtime, RuntimeFacts
-    from tests.doctor_double import IMAGE, crds
-    from tests.kustomize import MANIFESTS, kustomize
+    from tests.support.doctor_double import IMAGE, crds
+    from tests.support.kustomize import MANIFESTS, kustomize
 
     def rendered(overlay: str) -> dict:
         return kustomize(MANIFESTS / overlay)[0]

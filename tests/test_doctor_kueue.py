@@ -11,7 +11,7 @@ import yaml
 
 from kfp_gpu.cluster import doctor
 from kfp_gpu.cluster.doctor import kueue as dk
-from tests.kueue_pipeline import queued_pipeline
+from tests.support.kueue_pipeline import queued_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,8 +9,8 @@ import pytest
 from kfp_gpu.cluster import doctor
 from kfp_gpu.cluster.doctor import podsecurity
 from kfp_gpu.cluster.doctor.model import PodSecurityFacts
-from tests.doctor_double import facts, nodes, run
 from tests.doubles.k8s_cluster import FakeCluster
+from tests.support.doctor_double import facts, nodes, run
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 MPI = doctor.Needs(mpi=True, source="pipeline resnet-horovod")

@@ -112,7 +112,7 @@ def test_an_internal_valueerror_in_submit_is_1(monkeypatch):
 
 
 def test_which_valueerrors_are_input():
-    from kfp_gpu.compiler import k8s_rules
+    from kfp_gpu.dsl import k8s_rules
 
     with pytest.raises(ValueError) as refused:  # the library's rule refusing a value
         k8s_rules.gpu_request("gpu:-1")

@@ -14,7 +14,7 @@ from kfp_gpu.components.shared import evaluate as ev
 from kfp_gpu.components.shared import shards
 from kfp_gpu.inputs import errors
 from kfp_gpu.pipelines import fractional_eval as fe
-from tests import ir
+from tests.support import ir
 
 
 @pytest.mark.parametrize("rows, k", [(10, 1), (10, 3), (10, 10), (25000, 4), (25000, 7)])
@@ -162,7 +162,7 @@ def test_build_derives_the_default_count_and_compiles_the_fraction_for_plan_shar
         gpu, shards_k, default, fraction):
     """The default num_shards fits the fraction (a fraction alone sets it); plan-shards
     gets the fraction the shard tasks are annotated with, which check_spec reads."""
-    from kfp_gpu.parameters import declared
+    from kfp_gpu.dsl import parameters as declared
 
     spec = declared.spec_of(fe.build(gpu, shards=shards_k))
     params = spec["root"]["inputDefinitions"]["parameters"]

@@ -5,7 +5,7 @@ Schemas: the ResourceClaimTemplate and the pods are validated strictly against K
 1.36's own OpenAPI schema (kubernetes-validate's ``v1.36.0`` set, generated from
 kubernetes/kubernetes api/openapi-spec at that release: resource.k8s.io/v1 and core/v1 as
 k8s.io/api v0.36.x types.go declare them); the MPIJob, TrainJob and the DRA runtime against
-the upstream CRDs read in place (tests/upstream_crds.py). The real API server's
+the upstream CRDs read in place (tests/support/upstream_crds.py). The real API server's
 server-side checks (CEL compiled, claims allocated) are the cluster tests' (tests/cluster).
 """
 
@@ -22,10 +22,10 @@ import yaml
 from kfp_gpu import gpu
 from kfp_gpu.gpu import claim, memory_cap, render
 from kfp_gpu.mpi.spec import claims, mpijob, trainjob
-from tests import upstream_crds
-from tests.kustomize import kustomize
-from tests.merge_patch import smp
-from tests.mpijob_options import options
+from tests.support import upstream_crds
+from tests.support.kustomize import kustomize
+from tests.support.merge_patch import smp
+from tests.support.mpijob_options import options
 
 K8S = "1.36.0"
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,7 +292,7 @@ def test_ranks_get_the_mps_pipe_the_driver_injects(tmp_path):
 
 
 def test_the_command_line_refuses_more_devices_than_a_node_holds():
-    from kfp_gpu.compiler import k8s_rules
+    from kfp_gpu.dsl import k8s_rules
 
     with pytest.raises(ValueError, match="can never be scheduled"):
         k8s_rules.gpu_request(f"dra:gpu={k8s_rules.MAX_GPUS_PER_POD + 1}")

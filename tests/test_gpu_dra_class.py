@@ -149,8 +149,8 @@ def test_class_is_only_for_dra_requests():
 
 
 def test_doctor_checks_the_requests_device_class(tmp_path, rbac_objects):
-    from tests.doctor_double import dra_nodes, run
     from tests.doubles.k8s_cluster import FakeCluster
+    from tests.support.doctor_double import dra_nodes, run
 
     with FakeCluster(rbac_objects=rbac_objects, nodes=dra_nodes(),
                      dra={"deviceclasses": [], "resourceslices": []}) as c:

@@ -1,7 +1,7 @@
 """GPU request model: every kind compiled into a pipeline and read back (strict IR parse).
 
 Each case compiles a one-task pipeline with ``GpuRequest.apply_to_task``, reads BOTH YAML
-documents back with strict protobuf parses (tests/ir.py) and compares the exact
+documents back with strict protobuf parses (tests/support/ir.py) and compares the exact
 accelerator resource/count, environment, tolerations, node selectors, pod annotations and
 pod labels against the values the upstream device plugins / schedulers define.
 """
@@ -15,7 +15,7 @@ from kfp import compiler, dsl
 
 from kfp_gpu import gpu
 from kfp_gpu.gpu import mig
-from tests import ir
+from tests.support import ir
 
 TOL = [("nvidia.com/gpu", "Exists", "NoSchedule")]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.waiting import wait_for_line
+from tests.support.waiting import wait_for_line
 
 ROOT = Path(__file__).resolve().parents[1]
 KFP_GPU = Path(sys.executable).with_name("kfp-gpu")

@@ -13,8 +13,9 @@ from kfp import compiler, dsl
 from kfp.dsl import Dataset, Input
 
 from kfp_gpu import gpu
+from kfp_gpu.catalog import discover as registry
 from kfp_gpu.compiler import compile as comp
-from kfp_gpu.compiler import ir_checks, registry
+from kfp_gpu.compiler import ir_checks
 
 #: One request per kind of kfp_gpu.gpu (each kind of kfp_gpu/gpu/kinds/).
 REQUESTS = {"none": "none", "gpu": "gpu:1", "mig": "mig:1g.10gb", "shared": "shared:1",
@@ -132,7 +133,7 @@ def _catalog_cases():
 @pytest.mark.parametrize(("name", "request_text"), list(_catalog_cases()))
 def test_every_catalog_pipeline_passes_for_every_kind_it_accepts(name, request_text):
     (target,) = comp.targets(only=name)
-    build = registry.resolve(target.ref)
+    build = registry.entry(target.name).build
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # hami / dra warnings: what a task cannot carry
         try:
@@ -155,7 +156,7 @@ def test_compile_refuses_a_pipeline_the_backend_cannot_run(monkeypatch, tmp_path
     from kfp_gpu.cli.app import app
 
     (target,) = comp.targets(only="fractional-eval")
-    real = registry.resolve(target.ref)
+    real = registry.entry(target.name).build
     orig = dsl.importer
 
     def named_importer(**kw):
@@ -168,4 +169,4 @@ def test_compile_refuses_a_pipeline_the_backend_cannot_run(monkeypatch, tmp_path
                                    str(tmp_path / "out")])
     assert res.exit_code == 2 and "importer-display-name" in res.output
     assert not (tmp_path / "out").exists()  # nothing written
-    assert real is registry.resolve(target.ref)
+    assert real is registry.entry(target.name).build

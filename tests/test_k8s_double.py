@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 
 from tests.doubles.k8s_api import FakeKube
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 NS = "ml"
 MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs"

@@ -11,7 +11,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.doubles.k8s_api import SERVED, FakeKube, ScriptedController
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 G, V, NS = "trainer.kubeflow.org", "v1alpha1", "ml"
 

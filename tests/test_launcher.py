@@ -18,8 +18,8 @@ from kfp_gpu.mpi.launch import metrics as mpi_metrics
 from kfp_gpu.mpi.spec import mpijob, names, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 from tests.doubles.pod_statuses import IMAGE_PULL, UNSCHEDULABLE
-from tests.launcher_runs import FAST, cancel_while_running, launcher_process, run
-from tests.waiting import wait_for
+from tests.support.launcher_runs import FAST, cancel_while_running, launcher_process, run
+from tests.support.waiting import wait_for
 
 MPIJOBS = "/mpijobs"
 
@@ -363,7 +363,7 @@ def test_kfp_metrics_and_scaling_efficiency():
 
 def test_fetch_model_from_a_shared_path_and_gcs(tmp_path):
     from kfp_gpu.inputs import storage
-    from tests import gcs_emulator
+    from tests.support import gcs_emulator
 
     src = tmp_path / "shared" / "model"
     (src / "assets").mkdir(parents=True)

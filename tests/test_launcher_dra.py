@@ -17,9 +17,9 @@ from kfp_gpu.mpi.launch import launcher
 from kfp_gpu.mpi.spec import claims
 from tests.doubles import k8s_resources
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.dra_jobs import make_job, make_trainjob
-from tests.launcher_runs import FAST, run
-from tests.waiting import wait_for
+from tests.support.dra_jobs import make_job, make_trainjob
+from tests.support.launcher_runs import FAST, run
+from tests.support.waiting import wait_for
 
 RCT = "resourceclaimtemplates"
 

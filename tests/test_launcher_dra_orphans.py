@@ -26,10 +26,10 @@ from kfp_gpu.mpi.launch import attach, jobs_api, launcher
 from kfp_gpu.mpi.launch import claims as launch_claims
 from kfp_gpu.mpi.spec import backends, claims, crd
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.dra_jobs import make_job, make_trainjob
-from tests.launcher_runs import FAST, run
-from tests.template_timeouts import template_creates_time_out
-from tests.waiting import wait_for
+from tests.support.dra_jobs import make_job, make_trainjob
+from tests.support.launcher_runs import FAST, run
+from tests.support.template_timeouts import template_creates_time_out
+from tests.support.waiting import wait_for
 
 RCT = "resourceclaimtemplates"
 SHARED = claims.DRA_RUNTIME_TEMPLATE

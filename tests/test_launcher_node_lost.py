@@ -16,7 +16,7 @@ import pytest
 from kfp_gpu.mpi.launch import node_lost
 from kfp_gpu.mpi.spec import backends, crd, mpijob, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.launcher_runs import run
+from tests.support.launcher_runs import run
 
 NS, NAME = "ml", "resnet-lost"
 #: The condition taint_eviction.go sets before it deletes the pod.

@@ -25,8 +25,8 @@ import pytest
 from kfp_gpu.mpi.launch import jobs_api, launcher, stall
 from kfp_gpu.mpi.spec import backends, mpijob, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.launcher_runs import FAST
-from tests.waiting import wait_for
+from tests.support.launcher_runs import FAST
+from tests.support.waiting import wait_for
 
 LEASE = stall.OPERATOR_LEASES["mpijob"]
 JOB = {"status": {"conditions": [{"type": "Running", "status": "True"}]}}

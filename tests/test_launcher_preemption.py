@@ -14,8 +14,8 @@ from kubernetes import client
 from kfp_gpu.mpi.launch import launcher, pending, preemption
 from kfp_gpu.mpi.spec import backends, mpijob, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.launcher_runs import run
-from tests.waiting import wait_for
+from tests.support.launcher_runs import run
+from tests.support.waiting import wait_for
 
 NS, NAME, QUEUE = "ml", "low-1", "team-a"
 #: The Stopped Event's message as Kueue v0.19.2 words it (preemption.go preemptionMessage).

@@ -155,7 +155,7 @@ def aws_preset_secret_env(secret: str = "s3-creds") -> tuple[dict, ...]:
     """The Secret env of ``kfp-gpu compile --secret-env SECRET`` as the KFP 2.17 driver
     hands it to the component (EnvVar dicts with ``secretKeyRef``; the optional keys with
     ``optional: true``)."""
-    from kfp_gpu.compiler import task_settings
+    from kfp_gpu.dsl import task_settings
 
     return tuple({"name": env, "valueFrom": {"secretKeyRef": {
         "name": s.secret, "key": key, **({"optional": True} if s.optional else {})}}}
@@ -173,9 +173,9 @@ def test_the_launcher_forwards_only_the_variables_that_are_set(tmp_path):
     variable its environment sets, and none for AWS_ENDPOINT_URL_S3, AWS_DEFAULT_REGION,
     AWS_REGION, AWS_SESSION_TOKEN (Open MPI would warn about each at the top of the log);
     the rest of the line is the builder's."""
-    from kfp_gpu.compiler.task_settings import AWS_OPTIONAL
+    from kfp_gpu.dsl.task_settings import AWS_OPTIONAL
     from kfp_gpu.mpi.spec import mpijob
-    from tests.mpijob_options import options
+    from tests.support.mpijob_options import options
 
     opts = options(secret_env=aws_preset_secret_env())
     built = mpijob.launcher_command(opts)

@@ -17,8 +17,8 @@ from kfp_gpu.mpi.launch.metrics import metrics_from_log
 from kfp_gpu.mpi.spec import backends, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.doubles.k8s_api import FakeKube, ScriptedController
-from tests.launcher_runs import FAST, cancel_while_running, run
-from tests.waiting import wait_for
+from tests.support.launcher_runs import FAST, cancel_while_running, run
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINJOBS = "/trainjobs"

@@ -1,5 +1,5 @@
 """manifests/: every local overlay renders with the oldest kustomize the manifests claim
-(tests/kustomize.py: the pinned v5.4.2) and validates.
+(tests/support/kustomize.py: the pinned v5.4.2) and validates.
 
 Built-in kinds: kubernetes-validate --strict (Kubernetes 1.30 and the newest schema it has).
 Custom resources and config files: JSON schemas under tests/schemas/, written from the
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from kfp_gpu import gpu
-from tests.kustomize import MANIFESTS, OVERLAYS, command, kustomize, minimum, version_tuple
+from tests.support.kustomize import MANIFESTS, OVERLAYS, command, kustomize, minimum, version_tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = Path(__file__).resolve().parent / "schemas"

@@ -21,7 +21,7 @@ from kfp_gpu.mpi.local import status as local_status
 from kfp_gpu.mpi.local import workspace as lw
 from kfp_gpu.mpi.spec import mpijob, ssh
 from kfp_gpu.mpi.spec.options import MPIJobOptions
-from tests.mpijob_options import SETTINGS
+from tests.support.mpijob_options import SETTINGS
 
 
 def built(**kw) -> dict:

@@ -27,7 +27,7 @@ from kfp_gpu.mpi.local.model import Mount
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from kfp_gpu.mpi.spec import strategic_merge as smp
 from kfp_gpu.mpi.spec.options import MPIJobOptions
-from tests.mpijob_options import PROGRAM, SETTINGS
+from tests.support.mpijob_options import PROGRAM, SETTINGS
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,14 @@ import yaml
 
 from kfp_gpu import gpu
 from kfp_gpu.mpi.spec import mpijob, mpirun, names, network, scheduling, ssh, volumes
-from tests import upstream_crds
-from tests.mpijob_options import REQUESTS, every_option, golden_options, options
+from tests.support import upstream_crds
+from tests.support.mpijob_options import REQUESTS, every_option, golden_options, options
 
 HERE = Path(__file__).parent
 #: Rules the v0.8.2 CRD's openAPIV3Schema does not encode (Launcher replicas 1, Worker
 #: replicas >= 1, restartPolicy/cleanPodPolicy enums, backoffLimit >= 0, DNS-1035 name, no
 #: extra replica types); mpi-operator checks them in Go (pkg/apis/kubeflow/validation; path to
-#: be re-read). The CRD itself is read in place (tests/upstream_crds.py).
+#: be re-read). The CRD itself is read in place (tests/support/upstream_crds.py).
 CONTROLLER_RULES = json.loads((HERE / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 GOLDEN = HERE / "golden" / "mpijob_rdma_gpu8.yaml"
 #: Kubernetes version the pod templates are validated against (kubernetes client 30.x
@@ -42,7 +42,7 @@ REJECTED = (upstream_crds.CRDValidationError, jsonschema.ValidationError, KeyErr
 
 def validate_mpijob(job: dict) -> None:
     """Against the upstream MPIJob CRD read in place (kubeflow/mpi-operator
-    manifests/base/kubeflow.org_mpijobs.yaml via tests/upstream_crds.py), strict: the CRD does
+    manifests/base/kubeflow.org_mpijobs.yaml via tests/support/upstream_crds.py), strict: the CRD does
     not reject unknown keys (the API server prunes them), so strict mode adds that check."""
     upstream_crds.validate(job, strict=True)
     jsonschema.Draft202012Validator(CONTROLLER_RULES).validate(job)

@@ -48,7 +48,7 @@ def _loaded(name: str):
 
 def test_component_yaml_reused_in_a_new_pipeline(tmp_path, imdb_csv):
     """Load the checked-in YAML (as a user would), compose, compile strictly, run."""
-    from tests import ir
+    from tests.support import ir
 
     prep, train, evaluate = (_loaded(n) for n in
                              ("prep_text", "train_text_classifier", "evaluate_classifier"))

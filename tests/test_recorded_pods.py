@@ -39,8 +39,8 @@ from kfp import dsl
 from kfp_gpu import gpu
 from kfp_gpu.compiler import compile as comp
 from kfp_gpu.inputs import datadir
-from tests import kfp_driver
 from tests.containers.conftest import in_ci
+from tests.support import kfp_driver
 
 _root = datadir.resolve()
 PODS_DIR = (_root / "kfp-2.17.0" / "pods") if _root is not None else None
@@ -212,7 +212,7 @@ def test_the_fraction_pod_asks_kai_and_no_device_plugin():
 def task_config(docs: list[dict], pvc: bool) -> dsl.TaskConfig:
     """The TaskConfig the KFP 2.17 driver hands train_resnet_horovod
     (backend/src/v2/driver/driver.go ``initPodSpecPatch``: resources,
-    :func:`tests.kfp_driver.driver_resources`; the container env; driver/k8s.go:
+    :func:`tests.support.kfp_driver.driver_resources`; the container env; driver/k8s.go:
     tolerations, node selector, the PVC volume named after its claim)."""
     container, k8s = executor_for(docs, "train_resnet_horovod")
     vols, mounts = [], []

@@ -23,7 +23,7 @@ from kfp_gpu.compiler import compile as comp
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, claims, mpijob, trainjob
 from kfp_gpu.release import images
-from tests.kustomize import kustomize
+from tests.support.kustomize import kustomize
 
 REGISTRY = "registry.example.com/ml"
 HOROVOD = f"{REGISTRY}/kfp-gpu-horovod:{__version__}"

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kfp_gpu.inputs import storage
-from tests import s3_server
+from tests.support import s3_server
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 URI and a missing object are the input's (2, as a missing local file), a store endpoint
 that does not answer is the environment's (3); one line each.
 
-Against real servers, no mocks: moto's S3 server (tests/s3_server.py) and the GCS emulator
-(tests/gcs_emulator.py), and a closed loopback port for an endpoint that does not answer.
+Against real servers, no mocks: moto's S3 server (tests/support/s3_server.py) and the GCS emulator
+(tests/support/gcs_emulator.py), and a closed loopback port for an endpoint that does not answer.
 
 - ``kfp-gpu run --local`` checks the form and, with one cheap request
   (:func:`kfp_gpu.inputs.storage.probe`), that an input exists, before any task starts: the
@@ -31,13 +31,15 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from kfp_gpu.catalog import params as catalog_params
 from kfp_gpu.cli import errors as cli_errors
 from kfp_gpu.cli import submit as submit_cli
+from kfp_gpu.dsl import parameters as declared
+from kfp_gpu.dsl import paths
 from kfp_gpu.inputs import errors, storage, uris
-from kfp_gpu.parameters import declared, paths
-from tests import gcs_emulator, s3_server
 from tests.doubles.k8s_api import FakeKube
 from tests.doubles.kfp_api import FakeKfp
+from tests.support import gcs_emulator, s3_server
 
 REPO = Path(__file__).resolve().parents[1]
 REVIEWS = b"review,sentiment\ngood film,positive\nbad film,negative\n"
@@ -154,25 +156,25 @@ def test_a_malformed_uri_exits_2_naming_the_form_without_asking_the_store(uri, f
 
 def test_existing_objects_and_folders_pass_the_check(s3, gcs, tmp_path):
     bucket, _ = s3
-    decl = declared.declared("imdb-lstm")
+    decl = catalog_params.declared("imdb-lstm")
     paths.check_remote_inputs(decl, {"source": f"s3://{bucket}/in/reviews.csv"})
     paths.check_remote_inputs(decl, {"source": f"gs://{gcs}/in/reviews.csv"})
-    fe = declared.declared("fractional-eval")  # a folder (a prefix) counts
+    fe = catalog_params.declared("fractional-eval")  # a folder (a prefix) counts
     paths.check_remote_inputs(fe, {"model_uri": f"s3://{bucket}/in",
                                       "test_data_uri": f"gs://{gcs}/in/"})
     with pytest.raises(FileNotFoundError, match="parameter model_uri: input not found"):
         paths.check_remote_inputs(fe, {"model_uri": f"s3://{bucket}/out"})
     # not an input: a work_dir need not exist yet; minio:// is read by KFP's launcher
-    paths.check_remote_inputs(declared.declared("resnet-horovod"),
+    paths.check_remote_inputs(catalog_params.declared("resnet-horovod"),
                                  {"work_dir": f"s3://{bucket}/new"})
     paths.check_remote_inputs(fe, {"model_uri": "minio://mlpipeline/v2/artifacts/m"})
 
 
 def test_a_folder_may_be_a_bucket_root_an_object_may_not():
-    declared.validate(declared.declared("resnet-horovod"), {"work_dir": "s3://scratch"})
-    declared.validate(declared.declared("imdb-lstm"), {"checkpoint_dir": "gs://ckpt/"})
+    declared.validate(catalog_params.declared("resnet-horovod"), {"work_dir": "s3://scratch"})
+    declared.validate(catalog_params.declared("imdb-lstm"), {"checkpoint_dir": "gs://ckpt/"})
     with pytest.raises(errors.MalformedUri, match="names no object"):
-        declared.validate(declared.declared("resnet-horovod"), {"source": "s3://scratch"})
+        declared.validate(catalog_params.declared("resnet-horovod"), {"source": "s3://scratch"})
     assert uris.check_uri("s3://b/a/c.csv") == ("s3", "b", "a/c.csv")
     assert uris.check_uri("minio://b/k", ("minio",)) == ("minio", "b", "k")
 
@@ -271,7 +273,8 @@ def test_a_real_task_records_a_missing_object_and_a_dead_endpoint(s3, tmp_path):
              (f"s3://{bucket}/in/reviews.csv", dead_endpoint(), 3))
     for i, (uri, env, code) in enumerate(cases):
         with s3_server.patched_env(env), pytest.raises(local_run.TaskFailed) as failed:
-            local_run.run("imdb-lstm", {"source": uri}, pipeline_root=str(tmp_path / str(i)))
+            local_run.run("imdb-lstm", {"source": uri}, pipeline_root=str(tmp_path / str(i)),
+                          check_inputs=False)
         e = failed.value
         assert e.task == "prep-text" and e.input == uri, e.lines()
         assert cli_errors.task_status(e.input_error, e.environment) == code, e.lines()

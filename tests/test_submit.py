@@ -16,12 +16,12 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from kfp_gpu.catalog import arguments as pipeline_params
+from kfp_gpu.catalog import discover as registry
 from kfp_gpu.cli import doctor as doctor_cli
 from kfp_gpu.cli import submit as submit_cli
 from kfp_gpu.cluster import kfp_api, submit, version_content
-from kfp_gpu.compiler import registry
 from kfp_gpu.compiler.compile import compiled_pipeline
-from kfp_gpu.parameters import command_line as pipeline_params
 from tests.doubles.kfp_api import FakeKfp
 
 REPO = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ The resnet-horovod pipeline is compiled here with the GCS recipe of docs/cluster
 (``--secret-volume gcp-sa:/var/secrets/google:key.json``) and the S3 preset
 (``--secret-env s3-creds``); :func:`driver_task_config` turns the compiled task into the
 TaskConfig as kubeflow/pipelines 2.17.0 ``backend/src/v2/driver`` does with the task's
-``taskConfigPassthroughs`` (:mod:`tests.kfp_driver`). The job must then mount the Secret on
+``taskConfigPassthroughs`` (:mod:`tests.support.kfp_driver`). The job must then mount the Secret on
 the Launcher and every Worker (every TrainJob pod) where ``GOOGLE_APPLICATION_CREDENTIALS``
 points, and forward that variable.
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import pytest
 
-from kfp_gpu.compiler import task_settings
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
+from kfp_gpu.dsl import task_settings
 from kfp_gpu.mpi.spec import backends, volumes
-from tests import upstream_crds
-from tests.kfp_driver import compiled_task, driver_task_config
+from tests.support import upstream_crds
+from tests.support.kfp_driver import compiled_task, driver_task_config
 
 SECRET, DIR, KEY = "gcp-sa", "/var/secrets/google", "key.json"
 IMAGE = "registry.test/kfp-gpu-horovod:1"

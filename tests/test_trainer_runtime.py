@@ -14,8 +14,8 @@ import yaml
 
 from kfp_gpu.mpi.spec import ssh as mj
 from kfp_gpu.release import images
-from tests import upstream_crds
-from tests.kustomize import kustomize
+from tests.support import upstream_crds
+from tests.support.kustomize import kustomize
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINER_DIR = ROOT / "manifests" / "trainer"

@@ -21,9 +21,9 @@ import yaml
 from kfp_gpu.mpi.spec import mpijob, network, ssh, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from kfp_gpu.mpi.spec.volumes import PvcMount, SecretMount
-from tests import upstream_crds
-from tests.merge_patch import smp
-from tests.mpijob_options import REQUESTS, every_option, golden_options, options
+from tests.support import upstream_crds
+from tests.support.merge_patch import smp
+from tests.support.mpijob_options import REQUESTS, every_option, golden_options, options
 
 RUNTIME = yaml.safe_load((Path(__file__).resolve().parents[1] / "manifests" / "trainer"
                           / "horovod-runtime.yaml").read_text())

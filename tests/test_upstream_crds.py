@@ -1,12 +1,12 @@
-"""tests/upstream_crds.py: the upstream CRDs (read in place) as jsonschema validators."""
+"""tests/support/upstream_crds.py: the upstream CRDs (read in place) as jsonschema validators."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from tests import upstream_crds
-from tests.upstream_crds import CRDValidationError
+from tests.support import upstream_crds
+from tests.support.upstream_crds import CRDValidationError
 
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 

@@ -101,7 +101,7 @@ def read_table(uri: str, data_format: str = "auto"):
 
 
 #: What a pod without internet can read instead of ``keras:imdb`` (the compile options that
-#: give it access: kfp_gpu.compiler.task_settings; docs/cluster.md "Data and credentials").
+#: give it access: kfp_gpu.dsl.task_settings; docs/cluster.md "Data and credentials").
 OFFLINE_HINT = ("give source= a table the pod can read: an s3:// URI (compile with "
                 "`kfp-gpu compile --secret-env SECRET` for the AWS_* keys of a Secret), a "
                 "gs:// URI (`--secret-volume SECRET:DIR:KEY` for a service-account key), "

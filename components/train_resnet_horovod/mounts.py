@@ -106,7 +106,7 @@ def unmounted_credentials(env: Mapping[str, str], volumes: Sequence, secret_volu
     reads the file it names (``google/auth/_default.py``
     ``_get_explicit_environ_credentials``); set on the task with ``compile --secret-volume
     SECRET:/dir:KEY`` it lies in that Secret's folder, which the job mounts."""
-    from kfp_gpu.compiler.task_settings import GOOGLE_CREDENTIALS_ENV
+    from kfp_gpu.dsl.task_settings import GOOGLE_CREDENTIALS_ENV
 
     path = posixpath.normpath(env.get(GOOGLE_CREDENTIALS_ENV, "") or ".")
     if path == "." or any(path == v.mount_path or path.startswith(v.mount_path + "/")

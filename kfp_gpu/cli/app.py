@@ -114,10 +114,10 @@ def compile_cmd(
 ) -> None:
     """Compile every component and pipeline to YAML (or --check they are current)."""
     from kfp_gpu.compiler import compile as comp
-    from kfp_gpu.compiler import task_settings
+    from kfp_gpu.dsl import task_settings
 
     # The callbacks (kfp_gpu.cli.checks) parsed each value: gpu is a GpuRequest, the
-    # repeatable options lists of kfp_gpu.compiler.task_settings objects.
+    # repeatable options lists of kfp_gpu.dsl.task_settings objects.
     try:  # this refuses a mount path given twice
         settings = task_settings.from_parsed(secret_env or (), pvc or (),
                                              secret_volume or (), resources or ())
@@ -201,8 +201,8 @@ def run_cmd(
     if not local:
         _fail("only --local runs are supported by `run`; to run on a cluster use "
               "`kfp-gpu submit PIPELINE --host URL`")
+    from kfp_gpu.catalog import arguments
     from kfp_gpu.local import run as local_run
-    from kfp_gpu.parameters import command_line
 
     errors.set_verbose(verbose)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
@@ -213,8 +213,7 @@ def run_cmd(
     try:
         if summary_json:  # refused before the run, not after it
             local_run.check_writable_file(summary_json, "--summary-json")
-        raw = command_line.split_pairs(param or [])
-        command_line.checked(pipeline, raw, local=True)  # every -p by its declaration
+        raw = arguments.split_pairs(param or [])  # typed and checked once, in run()
         summary = local_run.run(pipeline, raw, gpu=gpu, pipeline_root=pipeline_root,
                                 data_dir=data_dir, verbose=verbose, runner=runner)
     except interrupt.Interrupted as e:  # 130 SIGINT, 143 SIGTERM

@@ -4,11 +4,11 @@ which replaces the option's text (typer 0.29 ``typer/core.py``
 ``_TyperParameter.process_value``: the callback's return value is the parameter's
 value), so the library gets parsed objects and parses no text again: ``--gpu`` a
 :class:`kfp_gpu.gpu.GpuRequest`, ``compile --secret-env/--pvc/--secret-volume/
---resources`` the objects of :mod:`kfp_gpu.compiler.task_settings`, ``mpijob run-local
+--resources`` the objects of :mod:`kfp_gpu.dsl.task_settings`, ``mpijob run-local
 --pvc`` ``(claim, folder)`` pairs.
 
-The rules live in the library (:mod:`kfp_gpu.compiler.k8s_rules`,
-:mod:`kfp_gpu.compiler.task_settings`, :class:`kfp_gpu.release.images.ImageSet`,
+The rules live in the library (:mod:`kfp_gpu.dsl.k8s_rules`,
+:mod:`kfp_gpu.dsl.task_settings`, :class:`kfp_gpu.release.images.ImageSet`,
 :func:`kfp_gpu.cli.run_local.pvc_item`); these only turn their ``ValueError`` into
 ``typer.BadParameter`` so click names the option.
 """
@@ -40,7 +40,7 @@ def _rule(check, *, empty_passes: bool = False, doc: str = ""):
 
 def _k8s(name: str):
     def check(value: str):
-        from kfp_gpu.compiler import k8s_rules
+        from kfp_gpu.dsl import k8s_rules
 
         return getattr(k8s_rules, name)(value)
     return check
@@ -145,12 +145,12 @@ def pvc(ctx: typer.Context, param, value: list[str] | None) -> list[tuple[str, s
 
 def _each(parse_name: str, doc: str):
     """A callback for a repeatable option: every item through
-    ``kfp_gpu.compiler.task_settings.<parse_name>`` (its ValueError -> ``typer.BadParameter``);
+    ``kfp_gpu.dsl.task_settings.<parse_name>`` (its ValueError -> ``typer.BadParameter``);
     the option's value is the list of what it returns, one entry per item."""
     def callback(ctx: typer.Context, param, value: list[str] | None) -> list | None:
         if not value or ctx.resilient_parsing:
             return value
-        from kfp_gpu.compiler import task_settings
+        from kfp_gpu.dsl import task_settings
 
         parse = getattr(task_settings, parse_name)
         try:

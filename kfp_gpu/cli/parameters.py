@@ -1,5 +1,5 @@
 """``kfp-gpu params PIPELINE``: the pipeline's parameters from their one declaration
-(:mod:`kfp_gpu.parameters.declared`): type, default, accepted values, meaning -- the values
+(:mod:`kfp_gpu.dsl.parameters`): type, default, accepted values, meaning -- the values
 ``run --local`` and ``submit`` check before any task starts."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ def params_command(
                                   "docs/parameters.md holds)."),
 ) -> None:
     """List a pipeline's parameters: type, default, accepted values, meaning."""
-    from kfp_gpu.parameters import declared
+    from kfp_gpu.catalog import params
 
-    rows = declared.rows(pipeline)
+    rows = params.rows(pipeline)
     header = ("parameter", "type", "default", "accepted", "meaning")
     if markdown:
-        typer.echo(declared.markdown(pipeline, rows))
+        typer.echo(params.markdown(pipeline, rows))
         return
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for r in [header, *rows]:

@@ -123,14 +123,14 @@ def missing_images(job: Mapping, runtime: Mapping | None = None) -> list[str]:
 
 def pvc_item(item: str) -> tuple[str, str]:
     """One ``--pvc CLAIM=DIR`` -> ``(claim, folder)``: CLAIM a PersistentVolumeClaim name
-    (a DNS-1123 subdomain, :func:`kfp_gpu.compiler.k8s_rules.dns1123_subdomain`), DIR an
+    (a DNS-1123 subdomain, :func:`kfp_gpu.dsl.k8s_rules.dns1123_subdomain`), DIR an
     existing folder.
 
     Raises:
         ValueError: one line naming the item and what is accepted (no option name: the
             caller adds it).
     """
-    from kfp_gpu.compiler import k8s_rules
+    from kfp_gpu.dsl import k8s_rules
 
     claim, sep, folder = item.partition("=")
     if not sep or not claim or not folder:

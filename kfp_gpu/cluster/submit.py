@@ -42,7 +42,6 @@ from pathlib import Path
 from kfp_gpu import __version__
 from kfp_gpu.cluster import kfp_api, run_report, run_tasks, task_logs, version_content
 from kfp_gpu.compiler import compile as build_compile
-from kfp_gpu.parameters import command_line as pipeline_params
 
 
 class KfpUnreachable(ConnectionError):
@@ -219,25 +218,27 @@ def load_spec(pipeline: str) -> tuple[Path, str, dict]:
 
 
 def arguments(name: str, spec: dict, params: list[str] | None) -> dict:
-    """``-p key=value`` items typed by the compiled spec; for a catalog pipeline also
-    checked against its parameter declaration (:func:`kfp_gpu.parameters.command_line.checked`:
-    ranges, a store URI's form; whether a store object exists is the task's to find, with
-    the cluster's credentials and endpoint) and against the spec itself
-    (:func:`kfp_gpu.parameters.declared.check_against_spec`: fractional-eval's num_shards
-    against the GPU fraction compiled into it).
+    """``-p key=value`` items typed once: for a catalog pipeline by its parameter
+    declaration, with its checks (:func:`kfp_gpu.catalog.arguments.checked`: ranges, a
+    store URI's form; whether a store object exists is the task's to find, with the
+    cluster's credentials and endpoint) and the check against the spec itself
+    (:func:`kfp_gpu.catalog.params.check_against_spec`: fractional-eval's num_shards
+    against the GPU fraction compiled into it); for any other compiled pipeline by the
+    spec's parameter types.
 
     Raises:
         ValueError: unknown parameter, unparsable value or one outside its declared range,
             a malformed store URI, arguments the compiled spec cannot run.
     """
-    from kfp_gpu.compiler import registry
-    from kfp_gpu.parameters import declared
+    from kfp_gpu.catalog import arguments as pipeline_args
+    from kfp_gpu.catalog import discover
+    from kfp_gpu.catalog import params as declared
 
-    raw = pipeline_params.split_pairs(params or [])
-    args = pipeline_params.typed(raw, pipeline_params.types_of_spec(spec))
-    if name in registry.PIPELINES:
-        pipeline_params.checked(name, raw)
-        declared.check_against_spec(name, spec, args)
+    raw = pipeline_args.split_pairs(params or [])
+    if name not in discover.PIPELINES:
+        return pipeline_args.typed(raw, pipeline_args.types_of_spec(spec))
+    args = pipeline_args.checked(name, raw)
+    declared.check_against_spec(name, spec, args)
     return args
 
 

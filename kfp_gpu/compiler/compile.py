@@ -1,4 +1,4 @@
-"""Compile every component and pipeline of the registry (:mod:`kfp_gpu.compiler.registry`) to
+"""Compile every component and pipeline of the catalog (:mod:`kfp_gpu.catalog.discover`) to
 YAML, or check they are current.
 
 The image registry and tag are arguments (``compile_all(..., registry=R)``), applied to each
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kfp_gpu import __version__
-from kfp_gpu.compiler import registry, task_settings
+from kfp_gpu.catalog import discover, params
+from kfp_gpu.dsl import task_settings
 from kfp_gpu.inputs import storage
 from kfp_gpu.release import images
 
@@ -51,7 +52,7 @@ class Target:
 
 def package_dir(subpackage: str) -> Path:
     """Folder of ``kfp_gpu.components`` / ``kfp_gpu.pipelines`` (the repo folder when editable)."""
-    return registry.package_dir(f"kfp_gpu.{subpackage}")
+    return discover.package_dir(f"kfp_gpu.{subpackage}")
 
 
 def targets(output_dir: Path | None = None, only: str | None = None) -> list[Target]:
@@ -63,9 +64,9 @@ def targets(output_dir: Path | None = None, only: str | None = None) -> list[Tar
     comp_root = output_dir / "components" if output_dir else package_dir("components")
     pipe_root = output_dir / "pipelines" if output_dir else package_dir("pipelines")
     out = [Target("component", n, r, comp_root / n / "component.yaml")
-           for n, r in registry.COMPONENTS.items()]
+           for n, r in discover.COMPONENTS.items()]
     out += [Target("pipeline", n, r, pipe_root / f"{n.replace('-', '_')}.yaml")
-            for n, r in registry.PIPELINES.items()]
+            for n, r in discover.PIPELINES.items()]
     if only:
         names = [t.name for t in out]
         if only not in names:
@@ -80,7 +81,7 @@ def compile_target(t: Target, dest: Path, gpu: GpuRequest | str | None = None,
     """Compile one target to ``dest``; pipelines get the GPU request ``gpu`` (a
     :class:`kfp_gpu.gpu.GpuRequest`, as ``kfp-gpu compile --gpu`` parsed it, or its text;
     each pipeline's ``build`` takes either) if given and
-    the task ``settings`` (:mod:`kfp_gpu.compiler.task_settings`) if not the default; every
+    the task ``settings`` (:mod:`kfp_gpu.dsl.task_settings`) if not the default; every
     image reference of the default set becomes ``image_set``'s (default: unchanged)."""
     storage.write_text(dest, compile_text(t, gpu, image_set, settings))
 
@@ -91,10 +92,8 @@ def compile_text(t: Target, gpu: GpuRequest | str | None = None,
     """The YAML text :func:`compile_target` writes (nothing is written)."""
     from kfp import compiler
 
-    obj = registry.resolve(t.ref)
-    if t.kind == "pipeline":
-        kwargs = {"settings": settings} if settings and not settings.is_default() else {}
-        obj = obj(gpu, **kwargs) if gpu else obj(**kwargs)
+    obj = (discover.entry(t.name).pipeline(gpu, settings) if t.kind == "pipeline"
+           else discover.component(t.name))
     with tempfile.TemporaryDirectory(prefix="kfp-gpu-compile-") as tmp:
         raw = Path(tmp) / t.path.name
         compiler.Compiler().compile(obj, str(raw))
@@ -286,7 +285,7 @@ def compile_all(output_dir: Path | None = None, gpu: GpuRequest | str | None = N
     ``R/kfp-gpu-<name>@sha256:...``.
 
     ``settings`` (``--secret-env``/``--pvc``/``--secret-volume``/``--resources``,
-    :mod:`kfp_gpu.compiler.task_settings`) go on every task of every compiled pipeline.
+    :mod:`kfp_gpu.dsl.task_settings`) go on every task of every compiled pipeline.
 
     Raises:
         ValueError: a bad registry or tag (:class:`kfp_gpu.release.images.ImageSet`), a
@@ -340,8 +339,8 @@ def _check_settings(settings: task_settings.TaskSettings, chosen: list[Target]) 
     if not pipelines:
         raise ValueError("--secret-env/--pvc/--secret-volume/--resources apply to pipeline "
                          "tasks; --only names a component: name a pipeline ("
-                         + ", ".join(sorted(registry.PIPELINES)) + ") or leave --only out")
-    names = {n for tasks in task_settings.default_resources(pipelines).values() for n in tasks}
+                         + discover.accepted() + ") or leave --only out")
+    names = {n for tasks in params.default_resources(pipelines).values() for n in tasks}
     settings.check_tasks(names)
 
 
@@ -377,7 +376,7 @@ def compiled_pipeline(ref: str) -> tuple[Path, str]:
         ValueError: neither a registry pipeline nor an existing YAML file (names the
             registry's pipelines).
     """
-    if ref in registry.PIPELINES:
+    if ref in discover.PIPELINES:
         path = targets(only=ref)[0].path
         if not path.is_file():
             raise ValueError(f"compiled YAML for {ref!r} missing at {path}; run "
@@ -391,4 +390,4 @@ def compiled_pipeline(ref: str) -> tuple[Path, str]:
         name = doc.get("pipelineInfo", {}).get("name") or path.stem.replace("_", "-")
         return path, name
     raise ValueError(f"unknown pipeline {ref!r}; accepted: a catalog pipeline "
-                     f"({', '.join(sorted(registry.PIPELINES))}) or a compiled .yaml file")
+                     f"({discover.accepted()}) or a compiled .yaml file")

@@ -19,7 +19,7 @@ by the standard AWS environment variables, as botocore reads them:
   passes ``AWS_REGION`` as the region when ``AWS_DEFAULT_REGION`` is unset.
 
 ``kfp-gpu compile --secret-env SECRET`` puts these variables on every task from a
-Kubernetes Secret (:mod:`kfp_gpu.compiler.task_settings`).
+Kubernetes Secret (:mod:`kfp_gpu.dsl.task_settings`).
 
 Errors, classed by type (:mod:`kfp_gpu.inputs.errors`; exit 2 for the input, 3 for the
 environment, in ``kfp-gpu`` and in a task's record alike): a URI without a bucket or an

@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kfp_gpu.compiler import registry
+from kfp_gpu.catalog import arguments, discover, params
+from kfp_gpu.dsl.parameters import spec_of
 from kfp_gpu.inputs import datadir
 from kfp_gpu.local import docker as local_docker
 from kfp_gpu.local import interrupt
 from kfp_gpu.local import log as run_log
-from kfp_gpu.parameters import command_line as params_mod
-from kfp_gpu.parameters import declared
 
 if TYPE_CHECKING:
     from kfp_gpu.gpu import GpuRequest
@@ -66,9 +65,10 @@ def default_data_params(name: str, data_dir: str | None) -> dict[str, str]:
         default source (``{}``).
     """
     root = datadir.resolve(data_dir)
-    if root is None or name not in registry.LOCAL_DATA:
+    local_data = discover.entry(name).local_data
+    if root is None or local_data is None:
         return {}
-    param, rel = registry.LOCAL_DATA[name]
+    param, rel = local_data
     if not (root / rel).exists() and not (data_dir or os.environ.get(DATA_DIR_ENV)):
         return {}
     return {param: str(datadir.find(rel, data_dir))}
@@ -88,12 +88,15 @@ def _task_runner(runner: str, root: str, data_dir: str | None, run_id: str):
     return task_runner, lambda: local_docker.remove_containers(run_id)
 
 
-def run(name: str, params: dict[str, str], *, gpu: GpuRequest | str | None = None,
+def run(name: str, raw_params: dict[str, str], *, gpu: GpuRequest | str | None = None,
         pipeline_root: str = "local_outputs", data_dir: str | None = None,
-        verbose: bool = False, runner: str = "subprocess") -> dict:
+        verbose: bool = False, runner: str = "subprocess", check_inputs: bool = True) -> dict:
     """Run pipeline ``name`` under kfp.local; returns a summary of its outputs. ``gpu``:
     the GPU request (a :class:`kfp_gpu.gpu.GpuRequest`, as ``run --gpu`` parsed it, or its
-    text), None = the pipeline's own.
+    text), None = the pipeline's own. ``raw_params``: the ``-p`` text values, typed and
+    checked here once (:func:`kfp_gpu.catalog.arguments.checked`, with the data folder's
+    default input merged in first); ``check_inputs``: also check that local input paths
+    and store objects exist before any task starts (False leaves that to the tasks).
 
     The terminal shows one line per task start/end and the components' progress lines;
     every line of every task is kept in ``<pipeline_root>/logs/<name>-<UTC time>/<task>.log``
@@ -113,8 +116,8 @@ def run(name: str, params: dict[str, str], *, gpu: GpuRequest | str | None = Non
     Raises:
         ValueError: unknown pipeline, runner or parameter; a pipeline root that cannot be
         written. kfp_gpu.inputs.errors.InputError: a local input file fails its cheap
-        check (``LOCAL_CHECKS``), or the arguments fail the pipeline's check against its
-        compiled spec (``SPEC_CHECK``, e.g. fractional-eval's num_shards against its GPU
+        check (the entry's ``local_checks``), or the arguments fail the pipeline's check
+        against its compiled spec (the entry's ``spec_check``, e.g. fractional-eval's num_shards against its GPU
         fraction), before any task starts. TaskFailed (a RuntimeError): a
         task failed. RuntimeError: under docker, an output is missing.
         local_docker.EngineUnreachable: ``runner="docker"`` and no Docker engine answers.
@@ -124,14 +127,12 @@ def run(name: str, params: dict[str, str], *, gpu: GpuRequest | str | None = Non
 
     if runner not in RUNNERS:
         raise ValueError(f"unknown runner {runner!r}; accepted: {list(RUNNERS)}")
-    if name not in registry.PIPELINES:
-        raise ValueError(f"unknown pipeline {name!r}; accepted: {sorted(registry.PIPELINES)}")
-    factory = registry.resolve(registry.PIPELINES[name])
-    pipeline = factory(gpu) if gpu else factory()
-    merged = {**default_data_params(name, data_dir), **params}
-    kwargs = params_mod.typed(merged, params_mod.types_of_pipeline(pipeline))
-    declared.check_against_spec(name, declared.spec_of(pipeline), kwargs)
-    declared.check_local_files(name, kwargs)  # a CSV header, a gzip stream: before tasks
+    pipeline = discover.entry(name).pipeline(gpu)
+    merged = {**default_data_params(name, data_dir), **raw_params}
+    # typed and checked once: declared ranges, local paths and store objects
+    kwargs = arguments.checked(name, merged, local=check_inputs)
+    params.check_against_spec(name, spec_of(pipeline), kwargs)
+    params.check_local_files(name, kwargs)  # a CSV header, a gzip stream: before tasks
     root = str(Path(pipeline_root).resolve())
     check_writable_dir(root, "--pipeline-root")
     run_id = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"

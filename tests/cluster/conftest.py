@@ -139,15 +139,15 @@ def trainer_runtime(tier2) -> str:
 @pytest.fixture(scope="session")
 def kueue(plane) -> controlplane.Plane:
     """The plane with Kueue (tier 3, :mod:`testcluster.kueue`) running: started once by
-    :func:`testcluster.operators.start_tier3` unless it already runs."""
-    from testcluster import operators
+    :func:`testcluster.kueue.start_tier3` unless it already runs."""
+    from testcluster import kueue as kueue_mod
 
     try:
         plane.bins.update(controlplane.binaries(controlplane.TIER3))
     except controlplane.Unavailable as e:
         unavailable(str(e), "tier3")
     with leftovers.noted(plane, SESSION_OBJECTS):
-        operators.start_tier3(plane)
+        kueue_mod.start_tier3(plane)
     return plane
 
 
@@ -195,11 +195,11 @@ def supervised(real_node):
 def horovod(supervised, request) -> str:
     """The horovod image's ref in the real node's containerd: used as it is when the node
     holds it already (no Docker engine needed then), else copied by ``node_image``."""
-    from testcluster import node
+    from testcluster import node_images
     from tests.containers.engine import image_ref
 
     ref = image_ref("horovod")
-    if ref in node.node_images(supervised):
+    if ref in node_images.node_images(supervised):
         return ref
     return request.getfixturevalue("node_image")("horovod")
 
@@ -214,7 +214,7 @@ def node_image(real_node, docker_client, image):
     trainer), copied from the Docker engine into the real node's containerd on first use
     (``docker save`` | ``ctr images import``: no registry). A copy the session started in
     the background (:func:`_preload_node_images`) is waited for, not repeated."""
-    from testcluster import node
+    from testcluster import node_images
 
     done: dict[str, str] = {}
 
@@ -224,8 +224,8 @@ def node_image(real_node, docker_client, image):
             copied = _PRELOAD.get(name)
             if copied is not None:
                 copied.wait()
-            if ref not in node.node_images(real_node):
-                node.import_images(real_node, [ref], docker_client)
+            if ref not in node_images.node_images(real_node):
+                node_images.import_images(real_node, [ref], docker_client)
             done[name] = ref
         return done[name]
 
@@ -255,9 +255,9 @@ def _preload_node_images(request) -> None:
         return
     import docker
 
-    from testcluster import node
+    from testcluster import node_images
 
-    have = node.node_images(plane)
+    have = node_images.node_images(plane)
     wanted = [(n, ref) for n, ref in refs.items() if ref not in have]
     for name, _ in wanted:
         _PRELOAD[name] = threading.Event()
@@ -268,7 +268,7 @@ def _preload_node_images(request) -> None:
             with contextlib.closing(docker.from_env(timeout=900)) as client:
                 for name, ref in wanted:
                     with contextlib.suppress(Exception):
-                        node.import_images(plane, [ref], client)
+                        node_images.import_images(plane, [ref], client)
                     _PRELOAD[name].set()
         finally:  # whatever happened, nobody waits for a copy that will not come
             for event in _PRELOAD.values():

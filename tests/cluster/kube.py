@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from tests import waiting
+from tests.support import waiting
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ def delete_namespace(api, ns: str) -> None:
 
 def wait_for(fn: Callable[[], T], timeout: float = 60.0, what: str = "condition",
              interval: float = 0.3) -> T:
-    """:func:`tests.waiting.wait_for` at the plane's pace (60 s, every 0.3 s): call ``fn``
+    """:func:`tests.support.waiting.wait_for` at the plane's pace (60 s, every 0.3 s): call ``fn``
     until it returns something truthy; return that, or raise after timeout."""
     return waiting.wait_for(fn, timeout, what, interval)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import yaml
 
-from tests.kustomize import MANIFESTS
-from tests.mpijob_options import every_option
+from tests.support.kustomize import MANIFESTS
+from tests.support.mpijob_options import every_option
 
 
 def kustomized(plane, overlay: str) -> list[dict]:
@@ -43,5 +43,5 @@ def server_apply(plane, docs: list[dict], ns: str | None = None, dry_run: bool =
 
 
 def job_options(ns: str, kind: str, rdma: bool):
-    """:func:`tests.mpijob_options.every_option` in namespace ``ns``."""
+    """:func:`tests.support.mpijob_options.every_option` in namespace ``ns``."""
     return every_option(kind, rdma, namespace=ns)

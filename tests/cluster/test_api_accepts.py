@@ -19,8 +19,8 @@ import yaml
 
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from tests.cluster.objects import MANIFESTS, job_options, server_apply
-from tests.kustomize import OVERLAYS
-from tests.mpijob_options import REQUESTS
+from tests.support.kustomize import OVERLAYS
+from tests.support.mpijob_options import REQUESTS
 
 
 @pytest.mark.parametrize("rdma", [True, False], ids=["rdma", "no-rdma"])

@@ -64,7 +64,7 @@ from tests.cluster.access import SA, install_rbac, sa_client
 from tests.cluster.doctor_cli import doctor
 from tests.cluster.objects import MANIFESTS, job_options, server_apply
 from tests.doubles import nvidia_dra
-from tests.template_timeouts import template_creates_time_out
+from tests.support.template_timeouts import template_creates_time_out
 
 DRA_NODES = {"dra-h100-01": nvidia_dra.h100_node_slice,
              "dra-h100-mig-01": nvidia_dra.mig_node_slice}

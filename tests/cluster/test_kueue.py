@@ -147,7 +147,7 @@ def test_a_job_in_a_missing_local_queue_is_never_admitted(kueue, api, namespace,
 
 def queued_pipeline_file(tmp_path) -> str:
     """A compiled pipeline whose train_resnet_horovod task queues in LocalQueue ``q``."""
-    from tests.kueue_pipeline import queued_pipeline
+    from tests.support.kueue_pipeline import queued_pipeline
 
     queued_pipeline(tmp_path / "queued.yaml", default=QUEUE, constant="")
     return str(tmp_path / "queued.yaml")

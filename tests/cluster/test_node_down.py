@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from testcluster import controlplane, node, node_config, operators
+from testcluster import controlplane, node, node_config, node_images, operators
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(600)]
 
@@ -78,4 +78,4 @@ def test_down_leaves_nothing_of_the_node(real_node, tier2):
     assert node.cni_cache_files(Path(state["root"])) == []
     assert not where.exists()
     # the session's node is untouched
-    assert node.node_images(real_node)
+    assert node_images.node_images(real_node)

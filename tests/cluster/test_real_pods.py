@@ -32,7 +32,7 @@ import yaml
 
 from components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.spec import backends, network, volumes
-from testcluster import node, node_config
+from testcluster import node, node_config, node_images
 from tests.cluster import jobs, kube
 from tests.cluster.real_node import ON_REAL_NODE, UID, bind_pvcs, pod_placement
 
@@ -313,7 +313,7 @@ def test_sigterm_to_the_component_ends_every_real_pod_within_its_grace(real_node
         launcher = jobs.launcher_pod(api, namespace, name)
         kube.wait_for(lambda: _log(api, namespace, launcher.metadata.name).count("RANK_UP") == 2,
                       120, "both ranks up")
-        assert node.containers_of(real_node, namespace)
+        assert node_images.containers_of(real_node, namespace)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
@@ -329,8 +329,8 @@ def test_sigterm_to_the_component_ends_every_real_pod_within_its_grace(real_node
     assert gone < 30 + 15, f"pods took {gone:.0f} s to end after SIGTERM (grace 30 s)"
     # no process of them is left; the kubelet's container GC (every minute,
     # pkg/kubelet/kubelet.go ContainerGCPeriod) then removes the dead containers
-    assert node.running_tasks(real_node, node.containers_of(real_node, namespace)) == []
-    kube.wait_for(lambda: not node.containers_of(real_node, namespace), 150,
+    assert node_images.running_tasks(real_node, node_images.containers_of(real_node, namespace)) == []
+    kube.wait_for(lambda: not node_images.containers_of(real_node, namespace), 150,
                   "the kubelet to remove the pods' containers")
     assert jobs.mpijob(api, namespace, name) is None
     print(f"\nlauncher ended {ended:.1f} s after SIGTERM; pods gone after {gone:.1f} s")
@@ -481,7 +481,7 @@ def test_a_secret_volume_reaches_every_rank_and_absent_optional_keys_stay_quiet(
     """The component's MPIJob for a task compiled with the GCS recipe of docs/cluster.md
     (``--secret-volume gcp-sa:/var/secrets/google:key.json``) and the S3 preset
     (``--secret-env s3-creds``), built from the TaskConfig the KFP 2.17 driver hands it
-    (tests/kfp_driver.py), on the real node: the kubelet mounts the Secret in
+    (tests/support/kfp_driver.py), on the real node: the kubelet mounts the Secret in
     the Launcher and both Workers; each rank, started over ssh by mpirun, reads the file
     the forwarded ``GOOGLE_APPLICATION_CREDENTIALS`` names (its sha256 is the Secret's);
     the Launcher holds the same file at the same path (read through pods/exec). The Secret
@@ -494,9 +494,9 @@ def test_a_secret_volume_reaches_every_rank_and_absent_optional_keys_stay_quiet(
 
     from kubernetes import client
 
-    from kfp_gpu.compiler import task_settings
+    from kfp_gpu.dsl import task_settings
     from kfp_gpu.mpi.spec import mpijob
-    from tests.kfp_driver import compiled_task, driver_task_config
+    from tests.support.kfp_driver import compiled_task, driver_task_config
 
     key = json.dumps({"type": "service_account", "client_email": f"ranks@{namespace}.test",
                       "private_key_id": uuid.uuid4().hex}).encode()

@@ -3,8 +3,8 @@ a ``make cluster-up NODE=1`` plane; docs/reliability.md, scenario 7).
 
 The task of train_resnet_horovod compiled with ``kfp-gpu compile --secret-env s3-creds``
 (the S3 preset: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``... as ``secretKeyRef``
-env of the task, kfp_gpu/compiler/task_settings.py), its TaskConfig as the KFP 2.17 driver
-hands it (tests/kfp_driver.py), becomes the component's MPIJob: the same ``secretKeyRef``
+env of the task, kfp_gpu/dsl/task_settings.py), its TaskConfig as the KFP 2.17 driver
+hands it (tests/support/kfp_driver.py), becomes the component's MPIJob: the same ``secretKeyRef``
 env on the Launcher and every Worker (components/train_resnet_horovod/mounts.py,
 kfp_gpu/mpi/spec/mpijob.py), forwarded by name to the ranks with ``mpirun -x``
 (kfp_gpu/mpi/spec/mpirun.py). The Secret holds fresh random values; the component's
@@ -111,8 +111,8 @@ def test_a_secret_value_is_in_no_log_and_no_object_of_the_run(real_node, api, na
                                                              monkeypatch):
     from kubernetes import client
 
-    from kfp_gpu.compiler import task_settings
-    from tests.kfp_driver import compiled_task, driver_task_config
+    from kfp_gpu.dsl import task_settings
+    from tests.support.kfp_driver import compiled_task, driver_task_config
 
     values = {"AWS_ACCESS_KEY_ID": f"KFPGPU{secrets.token_hex(8).upper()}",
               "AWS_SECRET_ACCESS_KEY": f"leak-{secrets.token_urlsafe(30)}"}

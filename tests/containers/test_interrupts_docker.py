@@ -19,7 +19,7 @@ from kfp_gpu.mpi.local import runner as local_runner
 from kfp_gpu.mpi.spec import mpijob, trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.containers.engine import unique
-from tests.waiting import wait_for_line
+from tests.support.waiting import wait_for_line
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600)]
 

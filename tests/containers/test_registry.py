@@ -32,7 +32,7 @@ import yaml
 import kfp_gpu
 from kfp_gpu.release import digests, images
 from tests.containers.engine import image_ref
-from tests.kustomize import render
+from tests.support.kustomize import render
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
 

@@ -17,7 +17,7 @@ reads (k8s.io/apiserver authentication / impersonation / RBAC authorizer behavio
   rendered manifests/rbac) and cluster-wide grants per user or group; a refused request
   gets ``403`` ``Forbidden`` with the API server's message form.
 - ``GET /api/v1/nodes``: a ``NodeList`` of the recorded Node objects
-  (tests/doubles/k8s_cluster_nodes.json). Needs ``list nodes`` (cluster scope).
+  (testcluster/data/k8s_cluster_nodes.json). Needs ``list nodes`` (cluster scope).
 - ``GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/<name>``: the CRD or ``404``
   ``NotFound``. Needs ``get customresourcedefinitions`` (apiextensions.k8s.io).
 - ``GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes``: the recorded
@@ -65,9 +65,10 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import unquote, urlsplit
 
+from testcluster.nodes import DOUBLE_NODES
 from tests.doubles.http import JsonHandler, LoopbackServer
 
-NODES_FILE = Path(__file__).with_name("k8s_cluster_nodes.json")
+NODES_FILE = DOUBLE_NODES  # the test plane's node list (testcluster/nodes.py)
 CRD_PREFIX = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
 RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 NAMESPACE_PREFIX = "/api/v1/namespaces/"

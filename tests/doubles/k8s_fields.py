@@ -9,7 +9,7 @@ request (400 ``BadRequest``: ``MPIJob in version "v2beta1" cannot be handled as 
 strict decoding error: unknown field "spec.x"``); ``Ignore`` prunes silently. Both texts
 were read from kube-apiserver v1.36.3 on the test control plane
 (tests/cluster/test_fidelity.py pins them). The schema is the upstream CRD's
-(:mod:`tests.upstream_crds`, strict); kinds without one (ResourceClaimTemplate) are kept
+(:mod:`tests.support.upstream_crds`, strict); kinds without one (ResourceClaimTemplate) are kept
 as sent.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from tests import upstream_crds
+from tests.support import upstream_crds
 
 
 def unknown(obj: Mapping) -> list[tuple[tuple, str]]:

@@ -92,7 +92,7 @@ def test_gcs_source(tmp_path):
     from google.cloud import storage as gcs
 
     from kfp_gpu.inputs import storage
-    from tests import gcs_emulator
+    from tests.support import gcs_emulator
 
     table().to_csv(tmp_path / "d.csv.gz", index=False, compression="gzip")
     with gcs_emulator.running() as bucket:
@@ -114,7 +114,7 @@ def test_s3_source_through_the_component_function(tmp_path):
     import pandas as pd
 
     from kfp_gpu.inputs import datadir, storage
-    from tests import s3_server
+    from tests.support import s3_server
 
     real = pd.read_csv(datadir.find("imdb/imdb_50k.csv.gz")).sample(400, random_state=0)
     real.to_csv(tmp_path / "imdb.csv.gz", index=False, compression="gzip")

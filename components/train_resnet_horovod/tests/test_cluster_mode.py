@@ -646,35 +646,3 @@ def test_kueue_queue_parameter_reaches_the_mpijob(kube, data, tmp_path, keras_mo
     posted = next(r.body for r in kube.requests if r.method == "POST")
     assert posted["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert posted["spec"]["runPolicy"]["suspend"] is True
-
-
-def test_the_rdma_help_says_what_the_component_builds():
-    """``rdma`` as `kfp-gpu params resnet-horovod` and docs/parameters.md describe it: the
-    component's Workers (MPIJob and TrainJob) request the RDMA resource, run the memlock
-    check at start (KFP_GPU_RDMA=1, kfp_gpu.training.worker_start) and, running as uid 1000,
-    get no IPC_LOCK; a root Worker (not what the component builds) would get it."""
-    from kfp_gpu.mpi.spec import backends, ssh, trainjob
-    from kfp_gpu.parameters import declared
-    from kfp_gpu.training import worker_start
-
-    meaning = declared.declared("resnet-horovod")["rdma"].meaning
-    assert "memlock" in meaning and "uid 1000" in meaning and "none is added" in meaning
-    settings = {**rt.cpu_worker_settings(), "gpu": "gpu:8"}
-    opts = rt.job_options(name="resnet-rdma", namespace="ml", image="h:1", args=["--x"],
-                          workers=2, settings=settings, rdma=True,
-                          rdma_resource="rdma/rdma_shared_device_a", multus_networks="",
-                          nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="",
-                          shm_size="", run_id="r", task_name="t")
-    assert opts.ssh.run_as_user == ssh.MPI_USER_ID == 1000
-    worker = mpijob.build(opts)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
-    (c,) = worker["containers"]
-    assert "securityContext" not in c  # no IPC_LOCK
-    assert c["resources"]["limits"]["rdma/rdma_shared_device_a"] == "1"
-    assert {"name": worker_start.RDMA_ENV, "value": "1"} in c["env"]
-    tj = rt.build_job(backends.TRAINJOB, opts, runtime_image="h:1")
-    assert {"name": worker_start.RDMA_ENV, "value": "1"} in tj["spec"]["trainer"]["env"]
-    assert "IPC_LOCK" not in str(trainjob.runtime_patches(opts))
-    # the capability is there for a root Worker only
-    root = mpijob.build(opts.replace(ssh=ssh.ROOT_SSH))["spec"]["mpiReplicaSpecs"]["Worker"]
-    assert root["template"]["spec"]["containers"][0]["securityContext"] == {
-        "capabilities": {"add": ["IPC_LOCK"]}}

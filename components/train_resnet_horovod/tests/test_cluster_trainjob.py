@@ -15,8 +15,8 @@ import pytest
 
 from kfp_gpu.mpi.spec import trainjob
 from kfp_gpu.training import horovod_config, horovod_runtime
-from tests import upstream_crds
 from tests.doubles.k8s_api import FakeKube, ScriptedController
+from tests.support import upstream_crds
 
 from . import test_cluster_mode as rc
 from .test_cluster_mode import (

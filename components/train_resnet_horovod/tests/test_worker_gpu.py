@@ -4,7 +4,7 @@ every kind: one channel, the request's own text.
 resnet-horovod is compiled for a request of each kind (and ``--resources
 train-resnet-horovod=cpu:4,memory:8G``); the compiled training task passes the request as
 its ``worker_gpu`` constant and carries no accelerator itself. The KFP 2.17 driver
-emulation (tests/kfp_driver.py) turns the compiled task into the ``TaskConfig`` the
+emulation (tests/support/kfp_driver.py) turns the compiled task into the ``TaskConfig`` the
 component receives; the component's own helpers then build the MPIJob, whose Worker pod
 must hold what the request asks for, in the device plugin's or scheduler's own names
 (NVIDIA k8s-device-plugin ``nvidia.com/gpu``, ``nvidia.com/mig-<profile>``,
@@ -18,10 +18,10 @@ from __future__ import annotations
 import pytest
 
 from kfp_gpu import gpu
-from kfp_gpu.compiler import task_settings
 from kfp_gpu.components.train_resnet_horovod import run_training as rt
+from kfp_gpu.dsl import task_settings
 from kfp_gpu.mpi.spec import mpijob
-from tests import kfp_driver
+from tests.support import kfp_driver
 
 JOB = "resnet-w"
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -20,7 +20,7 @@ Schemas walked:
   field aliases being the JSON names.
 
 tests/test_cli_mpijob.py checks that every path refused here is refused by the upstream
-CRD schema too (tests/upstream_crds.py, strict).
+CRD schema too (tests/support/upstream_crds.py, strict).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: Source folder -> the package it is installed as (pyproject.toml package-dir).
 PACKAGES = {"kfp_gpu": "kfp_gpu", "components": "kfp_gpu.components",
             "pipelines": "kfp_gpu.pipelines"}

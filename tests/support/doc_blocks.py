@@ -1,7 +1,7 @@
 """The code blocks of the docs as Sybil examples, each with the evaluator of its language
 (used by tests/test_docs_run.py).
 
-What a block needs is its ``# needs:`` line, in the vocabulary of :mod:`tests.doc_needs`
+What a block needs is its ``# needs:`` line, in the vocabulary of :mod:`tests.support.doc_needs`
 (``docker``, ``registry``, ``cluster`` run under the ``container`` / ``cluster`` markers;
 ``gpu``, ``kfp``, ``release``, ``internet``, ``ci`` are checked and then skipped with their
 reason); directives above a block (``<!-- docs-test: ... -->``) are read there too.
@@ -12,13 +12,13 @@ reason); directives above a block (``<!-- docs-test: ... -->``) are read there t
   ``<!-- invisible-code-block: python ... -->`` (Sybil's) gives it what the page assumes
   (an upstream task, a job). A skipped block is compiled and its imports run.
 - ``bash`` / ``sh`` / ``shell``: the block as written, as one ``bash -e -o pipefail`` script
-  in the sandbox (:func:`tests.doc_commands.bash_script`: ``# exit N`` lines must exit N).
+  in the sandbox (:func:`tests.support.doc_commands.bash_script`: ``# exit N`` lines must exit N).
   A skipped block, or one marked ``synopsis``, has each command checked instead.
 - ``console``: the ``$ command`` lines run as one bash session (a variable one sets is there
   for the next); the lines under each are its output, compared literally but for what the
-  page marks (:mod:`tests.doc_output`: ``...``, ``<N>``, ``<F>``, ``<T>``).
+  page marks (:mod:`tests.support.doc_output`: ``...``, ``<N>``, ``<F>``, ``<T>``).
 - ``yaml`` / ``json``: parsed; then compared with the data it shows
-  (``source=...``, :mod:`tests.doc_sources`), or marked ``illustration``: one of the two.
+  (``source=...``, :mod:`tests.support.doc_sources`), or marked ``illustration``: one of the two.
 - no language: shown output; one that starts like a command (``$ ``, ``kfp-gpu ``,
   ``python ``) fails: tag it. ``text``: a picture or a layout, not evaluated, except a
   ``layout`` folder tree, whose entries must exist. Any other language fails until an
@@ -40,11 +40,11 @@ from sybil import Sybil
 from sybil.parsers.abstract import AbstractCodeBlockParser
 from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer, FencedCodeBlockLexer
 
-from tests import doc_commands as dc
-from tests import doc_needs, doc_output, doc_sources
+from tests.support import doc_commands as dc
+from tests.support import doc_needs, doc_output, doc_sources
 
 SHELL = ("bash", "sh", "shell")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def language(example) -> str:
@@ -210,7 +210,7 @@ def evaluate_data(example) -> None:
     directives = directives_of(example)
     assert directives.illustration != bool(directives.source), (
         "a YAML/JSON block says what it shows, right above it: <!-- docs-test: "
-        "source=KIND:WHAT --> (compared with it, tests/doc_sources.py) or <!-- docs-test: "
+        "source=KIND:WHAT --> (compared with it, tests/support/doc_sources.py) or <!-- docs-test: "
         "illustration --> (only parsed), one of the two")
     if directives.illustration:
         return
@@ -271,7 +271,7 @@ EVALUATORS = {"python": evaluate_python, "console": evaluate_console,
 
 def evaluate_unknown(example) -> None:
     raise AssertionError(f"no evaluator for ```{example.region.lexemes['arguments']} blocks: "
-                         "add one in tests/doc_blocks.py")
+                         "add one in tests/support/doc_blocks.py")
 
 
 class AnyBlockParser(AbstractCodeBlockParser):

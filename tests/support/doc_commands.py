@@ -6,7 +6,7 @@ A block runs as one ``bash -e -o pipefail`` script in the sandbox checkout (see
 :func:`run_bash`); a line that ends in ``# exit N`` must exit N (bash checks it, the line is
 not re-tokenized: :func:`bash_script`). :func:`split_commands` (a small tokenizer) is only
 for the static checks of blocks that are not run and for what each command needs
-(:mod:`tests.doc_needs`).
+(:mod:`tests.support.doc_needs`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXIT = re.compile(r"#\s*exits?\s+(\d+)\b")
 #: Shell words that start a command but are not one (loops, conditionals).
 KEYWORDS = {"do", "then", "else", "done", "fi", "for", "if", "while", "in"}

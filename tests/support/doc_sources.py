@@ -1,11 +1,11 @@
 """Where a YAML/JSON block's data comes from: ``<!-- docs-test: source=KIND:WHAT[#SELECT] -->``
-(used by tests/doc_blocks.py). Each returns a list of documents:
+(used by tests/support/doc_blocks.py). Each returns a list of documents:
 
 - ``python:EXPR``: an expression in the page's namespace (its Python blocks above, visible
   or ``invisible-code-block``), e.g. what a builder returns; a list is several documents;
 - ``compile:PATH[#KEY/KEY/...]``: ``kfp-gpu compile -o DIR`` once per session, then the file
   ``DIR/PATH`` (a component or pipeline YAML, a manifest), optionally one value inside;
-- ``kustomize:DIR[#KIND,KIND]``: DIR rendered by :func:`tests.kustomize.kustomize` (what the
+- ``kustomize:DIR[#KIND,KIND]``: DIR rendered by :func:`tests.support.kustomize.kustomize` (what the
   repository ships rendered), optionally only the objects of those kinds;
 - ``file:PATH[#KEY/KEY/...]``: a file the repository ships, as it is.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _select(doc, path: str):
@@ -45,7 +45,7 @@ def compiled() -> Path:
 
 @functools.cache
 def kustomized(folder: str) -> tuple:
-    from tests.kustomize import kustomize
+    from tests.support.kustomize import kustomize
 
     return tuple(kustomize(REPO / folder))
 

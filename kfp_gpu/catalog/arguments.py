@@ -80,7 +80,7 @@ def coerce(raw: str, ptype: str):
 
 def checked(pipeline_name: str, raw: Mapping[str, str], local: bool = False) -> dict:
     """``-p`` text values of catalog pipeline ``pipeline_name``, typed by its parameter
-    declaration (``PARAMETERS``, :mod:`kfp_gpu.parameters.declared`) and checked against it:
+    declaration (``PARAMETERS``, :mod:`kfp_gpu.dsl.parameters`) and checked against it:
     what ``run --local`` and ``submit`` call before any task starts or anything is uploaded.
     ``local``: the run is on this machine, so input paths must exist here too, and a
     ``gs://``/``s3://`` input in its store (asked once, cheaply: a submitted run's tasks
@@ -96,13 +96,13 @@ def checked(pipeline_name: str, raw: Mapping[str, str], local: bool = False) -> 
         kfp_gpu.inputs.uris.StoreUnreachable: ``local`` and the store of an input does
             not answer.
     """
-    from kfp_gpu.parameters import declared as parameters
-    from kfp_gpu.parameters import paths
+    from kfp_gpu.catalog import params
+    from kfp_gpu.dsl import parameters, paths
 
-    declared = parameters.declared(pipeline_name)
+    declared = params.declared(pipeline_name)
     values = typed(raw, {k: p.type for k, p in declared.items()})
     parameters.validate(declared, values)
-    parameters.missing(pipeline_name, list(values))
+    params.missing(pipeline_name, list(values))
     if local:
         paths.check_local_paths(declared, values)
         paths.check_remote_inputs(declared, values)

@@ -13,9 +13,9 @@ import threading
 from pathlib import Path
 
 from kfp_gpu.mpi.launch import launcher
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: Retries in milliseconds, so a test of a transient error does not wait seconds.
 FAST = launcher.Backoff(initial_s=0.01, factor=2.0, maximum_s=0.05, attempts=5)
 

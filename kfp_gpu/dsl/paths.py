@@ -59,7 +59,7 @@ class PathRule:
 def check_local_paths(declared: Mapping, values: Mapping[str, object]) -> None:
     """For a run on this machine: every input-path parameter (``PathRule.keywords``) names
     an existing file or folder, a URI (``scheme://``) or one of its keywords. ``declared``:
-    name -> :class:`kfp_gpu.parameters.declared.Param`; ``values``: the typed arguments.
+    name -> :class:`kfp_gpu.dsl.parameters.Param`; ``values``: the typed arguments.
 
     Raises:
         ValueError: naming the parameter, the path and what is accepted.

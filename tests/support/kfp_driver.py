@@ -17,7 +17,7 @@ import yaml
 from kfp import dsl
 
 from kfp_gpu.compiler import compile as comp
-from kfp_gpu.compiler import task_settings
+from kfp_gpu.dsl import task_settings
 
 #: The distributed task of resnet-horovod (its display name in the compiled DAG).
 TASK = "train-resnet-horovod"
@@ -33,7 +33,7 @@ def compiled(settings: task_settings.TaskSettings | None = None,
              gpu: str = "gpu:1") -> list[dict]:
     """resnet-horovod's compiled documents (IR, and the Kubernetes platform spec when the
     pipeline has one) for the GPU request ``gpu`` with ``settings`` (``kfp-gpu compile``
-    options, :mod:`kfp_gpu.compiler.task_settings`)."""
+    options, :mod:`kfp_gpu.dsl.task_settings`)."""
     (target,) = comp.targets(only="resnet-horovod")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -31,7 +31,7 @@ def run(cluster: FakeCluster, tmp_path: Path, *args: str, token: str = "admin-to
 
 
 def nodes() -> list[doctor.Node]:
-    """The recorded Node objects (tests/doubles/k8s_cluster_nodes.json) as doctor reads
+    """The recorded Node objects (testcluster/data/k8s_cluster_nodes.json) as doctor reads
     them."""
     return [doctor.Node.from_api(o) for o in recorded_nodes()]
 

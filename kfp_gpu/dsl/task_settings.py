@@ -26,21 +26,20 @@ Secret env and the volumes to the component (``backend/src/v2/driver/k8s.go``
 
 Resource keys of ``--resources``: ``cpu`` and ``memory`` set the request and the limit;
 ``cpu-request``, ``cpu-limit``, ``memory-request``, ``memory-limit`` one of them. Keys
-not given keep the task's default (:func:`default_resources`; a request above its limit
-is refused, as the API server would). Quantities: KFP's forms (``pipeline_task.py``
-``_validate_cpu_request_limit``: ``2``, ``0.5``, ``500m``; ``_validate_memory_request_
+not given keep the task's default (the pipeline entry's ``task_resources``; a request
+above its limit is refused, as the API server would). Quantities: KFP's forms
+(``pipeline_task.py`` ``_validate_cpu_request_limit``: ``2``, ``0.5``, ``500m``; ``_validate_memory_request_
 limit``: ``6G``, ``512Mi``, ``8Gi``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kfp_gpu.compiler import k8s_rules
+from kfp_gpu.dsl import k8s_rules
 
 #: Keys ``--secret-env SECRET`` reads as env vars of the same names, required (the pod
 #: does not start without them: Kubernetes ``secretKeyRef``).
@@ -313,26 +312,3 @@ def apply(task, name: str, settings: TaskSettings | None = None,
         if v.key_file:
             task.set_env_variable(GOOGLE_CREDENTIALS_ENV, f"{v.path.rstrip('/')}/{v.key_file}")
     return task
-
-
-def default_resources(pipelines: Mapping[str, str] | None = None
-                      ) -> dict[str, dict[str, Resources]]:
-    """Pipeline name -> {task display name: default Resources}, read from each pipeline
-    module's ``TASK_RESOURCES`` (``pipelines`` defaults to the registry's)."""
-    from kfp_gpu.compiler import registry
-
-    out = {}
-    for name, ref in sorted((pipelines or registry.PIPELINES).items()):
-        module = importlib.import_module(ref.partition(":")[0])
-        out[name] = dict(getattr(module, "TASK_RESOURCES", {}))
-    return out
-
-
-def defaults_table(pipelines: Mapping[str, str] | None = None) -> str:
-    """The Markdown table of :func:`default_resources` (docs/cluster.md carries it; a test
-    compares): pipeline, task, defaults in the ``--resources`` form (``-`` = none)."""
-    lines = ["| pipeline | task | default (`--resources` form) |", "|---|---|---|"]
-    for pipeline, tasks in default_resources(pipelines).items():
-        for task, res in tasks.items():
-            lines.append(f"| {pipeline} | {task} | {res.text() or '-'} |")
-    return "\n".join(lines)

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 #: The repository's kustomize tree (manifests/README.md).
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 #: The local overlays: every one renders without the network and validates
 #: (tests/test_manifests.py) and is accepted by the real API server
 #: (tests/cluster/test_api_accepts.py).

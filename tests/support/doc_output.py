@@ -1,5 +1,5 @@
 """Comparing what a page shows with what was produced (used by
-tests/doc_blocks.py).
+tests/support/doc_blocks.py).
 
 Console output is literal. A page marks what may differ, and nothing else does:
 

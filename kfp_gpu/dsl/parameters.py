@@ -1,34 +1,34 @@
 """One declaration per pipeline parameter: its type, the values it accepts and what it means.
 
-Each pipeline module (``pipelines/<name>.py``) sets ``PARAMETERS = declare(...)``; from that
-one table
+Each pipeline's entry (``pipelines/<name>.py`` ``ENTRY``, :class:`kfp_gpu.dsl.entry.
+PipelineEntry`) carries ``parameters=declare(...)``; from that one table
 
 - ``build()`` checks the ``@dsl.pipeline`` signature against it (every parameter declared,
   same type, default accepted: :func:`check_signature`), so ``kfp-gpu compile`` refuses a
   default outside its range;
 - ``kfp-gpu run --local`` and ``kfp-gpu submit`` check every ``-p key=value`` before any
   task starts or anything is uploaded (:func:`validate`, through
-  :func:`kfp_gpu.parameters.command_line.checked`): a NaN learning rate, ``epochs=0`` or a dropout
+  :func:`kfp_gpu.catalog.arguments.checked`): a NaN learning rate, ``epochs=0`` or a dropout
   of 1.5 end in one line naming the accepted range, not in a traceback from inside a task;
-- ``kfp-gpu params PIPELINE`` and docs/parameters.md show it (:func:`rows`).
+- ``kfp-gpu params PIPELINE`` and docs/parameters.md show it
+  (:func:`kfp_gpu.catalog.params.rows`).
 
 The components keep their own checks (defence in depth: a component can be used outside
 these pipelines). Types are the KFP IR parameter types (``pipeline_spec.proto``
 ``ParameterType``: STRING, NUMBER_INTEGER, NUMBER_DOUBLE, BOOLEAN) that
-:mod:`kfp_gpu.parameters.command_line` parses ``-p`` text into.
+:mod:`kfp_gpu.catalog.arguments` parses ``-p`` text into.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kfp_gpu.parameters.paths import PathRule
+from kfp_gpu.dsl.paths import PathRule
 
 STRING, INTEGER, DOUBLE, BOOLEAN = "STRING", "NUMBER_INTEGER", "NUMBER_DOUBLE", "BOOLEAN"
-_TYPE_WORDS = {STRING: "text", INTEGER: "an integer", DOUBLE: "a number", BOOLEAN: "true or false"}
+TYPE_WORDS = {STRING: "text", INTEGER: "an integer", DOUBLE: "a number", BOOLEAN: "true or false"}
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,9 @@ class Param:
         choices: the accepted texts (empty = any text).
         required: text must be non-empty.
         rule: for text, a check raising ``ValueError`` (e.g. a Kubernetes name rule of
-            :mod:`kfp_gpu.compiler.k8s_rules`), described by ``rule_words``.
+            :mod:`kfp_gpu.dsl.k8s_rules`), described by ``rule_words``.
         path: for text naming a file or folder: its keywords, store URI schemes and
-            whether it is an input (:class:`kfp_gpu.parameters.paths.PathRule`); None = not
+            whether it is an input (:class:`kfp_gpu.dsl.paths.PathRule`); None = not
             a path.
     """
 
@@ -72,16 +72,16 @@ class Param:
         """The accepted values in words, e.g. ``an integer >= 1``, ``a number in [0, 1)``."""
         if self.choices:
             return "one of " + ", ".join(self.choices)
-        word = _TYPE_WORDS[self.type]
+        word = TYPE_WORDS[self.type]
         if self.type == STRING:
             return self.rule_words or ("non-empty text" if self.required else "text")
         if self.low is not None and self.high is not None:
-            return (f"{word} in {'(' if self.low_open else '['}{_num(self.low)}, "
-                    f"{_num(self.high)}{')' if self.high_open else ']'}")
+            return (f"{word} in {'(' if self.low_open else '['}{number_text(self.low)}, "
+                    f"{number_text(self.high)}{')' if self.high_open else ']'}")
         if self.low is not None:
-            return f"{word} {'>' if self.low_open else '>='} {_num(self.low)}"
+            return f"{word} {'>' if self.low_open else '>='} {number_text(self.low)}"
         if self.high is not None:
-            return f"{word} {'<' if self.high_open else '<='} {_num(self.high)}"
+            return f"{word} {'<' if self.high_open else '<='} {number_text(self.high)}"
         return word
 
     def problem(self, value) -> str | None:
@@ -130,7 +130,7 @@ class Param:
             self.path.check_uri(self.name, value)
 
 
-def _num(x: float) -> str:
+def number_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
@@ -153,7 +153,7 @@ def text(name: str, meaning: str, choices: Sequence[str] = (), required: bool = 
     ``rule``: a check raising ``ValueError``, ``rule_words`` saying what it accepts;
     ``path_keywords``: an input path, with the values that are not paths; ``schemes``: the
     store URI schemes a path may have, ``bucket_root``: a folder that may be a bucket's
-    root; see :class:`kfp_gpu.parameters.paths.PathRule`)."""
+    root; see :class:`kfp_gpu.dsl.paths.PathRule`)."""
     path = None
     if path_keywords is not None or schemes:
         path = PathRule(None if path_keywords is None else tuple(path_keywords),
@@ -195,42 +195,6 @@ def validate(declared: Mapping[str, Param], values: Mapping[str, object]) -> Non
         declared[key].check(value)
 
 
-def check_local_files(pipeline_name: str, values: Mapping[str, object]) -> None:
-    """For a run on this machine: the cheap checks of input files that the pipeline
-    module declares in ``LOCAL_CHECKS`` (parameter -> check), e.g. a CSV's header and gzip
-    integrity, run on each local path given (``gs://`` URIs and keywords are left to the
-    task).
-
-    Raises:
-        kfp_gpu.inputs.errors.InputError: a member of the family, naming the file.
-        ValueError: what a check raises otherwise (e.g. an unknown file suffix).
-    """
-    from pathlib import Path
-
-    checks = getattr(module_of(pipeline_name), "LOCAL_CHECKS", {})
-    for key, check in checks.items():
-        value = values.get(key)
-        if isinstance(value, str) and "://" not in value and value.strip() \
-                and Path(value).expanduser().exists():
-            check(value)
-
-
-def check_against_spec(pipeline_name: str, spec: Mapping, values: Mapping[str, object]) -> None:
-    """The check of a run's arguments against its compiled pipeline spec that the pipeline
-    module declares as ``SPEC_CHECK(spec, values)`` (none: nothing to check), e.g.
-    fractional-eval's ``num_shards`` against the GPU fraction compiled into its shard
-    tasks. ``spec``: the IR dict (the compiled YAML's first document; for a pipeline
-    object, its ``pipeline_spec`` as a dict: :func:`spec_of`); ``values``: the typed
-    arguments given (the spec's defaults fill the rest).
-
-    Raises:
-        ValueError: what the check raises (one line naming what is accepted).
-    """
-    check = getattr(module_of(pipeline_name), "SPEC_CHECK", None)
-    if check is not None:
-        check(spec, values)
-
-
 def spec_of(pipeline) -> dict:
     """The IR of a ``@dsl.pipeline`` object as the compiled YAML's first document holds it
     (``pipeline.pipeline_spec``, kfp 2.17 ``dsl/graph_component.py``, through protobuf's
@@ -240,7 +204,7 @@ def spec_of(pipeline) -> dict:
     return json_format.MessageToDict(pipeline.pipeline_spec)
 
 
-def _signature(pipeline) -> dict[str, tuple[str, object, bool]]:
+def signature(pipeline) -> dict[str, tuple[str, object, bool]]:
     """Name -> (IR type, default, has default) of a ``@dsl.pipeline`` (its component spec)."""
     aliases = {"String": STRING, "Integer": INTEGER, "Float": DOUBLE, "Boolean": BOOLEAN}
     out = {}
@@ -258,7 +222,7 @@ def check_signature(declared: Mapping[str, Param], pipeline) -> None:
         ValueError: a parameter missing from either side, a type that differs, or a default
             the declaration refuses.
     """
-    sig = _signature(pipeline)
+    sig = signature(pipeline)
     name = getattr(pipeline, "name", "pipeline")
     missing, extra = sorted(set(sig) - set(declared)), sorted(set(declared) - set(sig))
     if missing or extra:
@@ -285,83 +249,3 @@ def documented(declared: Mapping[str, Param]):
         return func
 
     return apply
-
-
-def module_of(pipeline_name: str):
-    """The pipeline module of catalog pipeline ``pipeline_name`` (imports it).
-
-    Raises:
-        ValueError: not a catalog pipeline (naming the accepted ones).
-    """
-    from kfp_gpu.compiler import registry
-
-    if pipeline_name not in registry.PIPELINES:
-        raise ValueError(f"unknown pipeline {pipeline_name!r}; accepted: "
-                         f"{', '.join(sorted(registry.PIPELINES))}")
-    return importlib.import_module(registry.PIPELINES[pipeline_name].partition(":")[0])
-
-
-def declared(pipeline_name: str) -> dict[str, Param]:
-    """The ``PARAMETERS`` declaration of catalog pipeline ``pipeline_name``.
-
-    Raises:
-        ValueError: not a catalog pipeline, or its module declares nothing.
-    """
-    mod = module_of(pipeline_name)
-    decl = getattr(mod, "PARAMETERS", None)
-    if not isinstance(decl, Mapping):
-        raise ValueError(f"pipeline {pipeline_name} declares no PARAMETERS")  # noqa: TRY004
-    return dict(decl)
-
-
-def missing(pipeline_name: str, given: Sequence[str]) -> None:
-    """Refuse a call of catalog pipeline ``pipeline_name`` that leaves out a parameter
-    without a default.
-
-    Raises:
-        ValueError: naming each missing parameter with its meaning and how to give it.
-    """
-    decl = declared(pipeline_name)
-    sig = _signature(module_of(pipeline_name).build())
-    absent = [k for k, (_, _, has_default) in sig.items() if not has_default and k not in given]
-    if absent:
-        raise ValueError(f"{pipeline_name} needs " + "; ".join(
-            f"-p {k}=... ({decl[k].meaning})" if k in decl else f"-p {k}=..."
-            for k in absent))
-
-
-def rows(pipeline_name: str) -> list[tuple[str, str, str, str, str]]:
-    """(name, type, default, accepted, meaning) per parameter, for ``kfp-gpu params`` and
-    docs/parameters.md. Default ``(required)`` when the pipeline gives none."""
-    mod = module_of(pipeline_name)
-    sig = _signature(mod.build())
-    out = []
-    for key, p in declared(pipeline_name).items():
-        _, default, has_default = sig.get(key, (p.type, None, False))
-        shown = ("(required)" if not has_default
-                 else repr(default) if p.type == STRING else str(default).lower()
-                 if p.type == BOOLEAN else _num(default) if p.type == DOUBLE else str(default))
-        out.append((key, _TYPE_WORDS[p.type].removeprefix("an ").removeprefix("a "),
-                    shown, p.accepted(), p.meaning))
-    return out
-
-
-def markdown(pipeline_name: str, table: list[tuple[str, ...]] | None = None) -> str:
-    """The parameters of ``pipeline_name`` as a Markdown section (docs/parameters.md)."""
-    table = table if table is not None else rows(pipeline_name)
-    out = [f"## {pipeline_name}", "", "| parameter | type | default | accepted | meaning |",
-           "|---|---|---|---|---|"]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in table]
-    return "\n".join(out) + "\n"
-
-
-def docs_page() -> str:
-    """docs/parameters.md: every catalog pipeline's parameters (a test keeps it current)."""
-    from kfp_gpu.compiler import registry
-
-    head = ("# Pipeline parameters\n\nGenerated from each pipeline's `PARAMETERS` declaration "
-            "(kfp_gpu/parameters/declared.py) by `kfp-gpu params PIPELINE --markdown`; "
-            "`kfp-gpu run --local` and `kfp-gpu submit` refuse a value outside *accepted* "
-            "before any task starts (exit 2), and `kfp-gpu compile` refuses a default "
-            "outside it.\n")
-    return head + "".join("\n" + markdown(n) for n in sorted(registry.PIPELINES))

@@ -28,7 +28,7 @@ is turned into a JSON Schema for the ``jsonschema`` library:
 
 API::
 
-    from tests import upstream_crds
+    from tests.support import upstream_crds
     upstream_crds.validate(trainjob_dict)            # raises CRDValidationError (JSON path)
     v = upstream_crds.validator("TrainJob")          # a jsonschema validator
     sorted(e.json_path for e in v.iter_errors(obj))
@@ -50,7 +50,7 @@ import jsonschema
 import yaml
 from jsonschema import ValidationError, validators
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 _SKIP_KEYS = {"x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields",
               "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "nullable"}

@@ -20,7 +20,7 @@ Directives, on the line(s) right above a fenced block (blank lines between allow
 
     <!-- docs-test: illustration -->              a YAML/JSON block that only illustrates
     <!-- docs-test: source=KIND:WHAT[#SELECT] --> a YAML/JSON block compared with what the
-                                                   code generates (tests/doc_sources.py)
+                                                   code generates (tests/support/doc_sources.py)
     <!-- docs-test: synopsis -->                   a bash block of command syntax
                                                    (``[--opt]``, ``FILE``): checked, not run
     <!-- docs-test: env KEY=VALUE ... -->          environment for a shell/console block
@@ -34,7 +34,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests import doc_commands as dc
+from tests.support import doc_commands as dc
 
 NEEDS_LINE = re.compile(r"^\s*#\s*needs:\s*(.*)$", re.MULTILINE)
 DIRECTIVE = re.compile(r"^[ \t]*<!--\s*docs-test:\s*(.*?)\s*-->[ \t]*$")
