@@ -3,7 +3,7 @@
 import pytest
 from typer.testing import CliRunner
 
-from kfp_gpu.catalog import arguments, discover
+from kfp_gpu.catalog import arguments, params
 from kfp_gpu.cli import app
 from kfp_gpu.local import run as local_run
 
@@ -41,9 +41,8 @@ def test_bad_invocations_fail_with_a_clear_error(args, msg):
     assert msg in r.output
 
 
-def test_typed_params_follow_the_pipeline_signature():
-    pipeline = discover.entry("imdb-lstm").pipeline()
-    types = arguments.types_of_pipeline(pipeline)
+def test_typed_params_follow_the_pipeline_declaration():
+    types = {k: p.type for k, p in params.declared("imdb-lstm").items()}
     typed = arguments.typed({"epochs": "3", "dropout": "0.2", "mixed_precision": "yes",
                              "source": "x.csv"}, types)
     assert typed == {"epochs": 3, "dropout": 0.2, "mixed_precision": True, "source": "x.csv"}

@@ -1,7 +1,8 @@
-"""Pipeline parameters given on the command line (``-p key=value``), typed by the pipeline.
+"""Pipeline parameters given on the command line (``-p key=value``), typed once.
 
-One parser for ``kfp-gpu run --local`` (a ``@dsl.pipeline`` object) and ``kfp-gpu submit``
-(a compiled pipeline spec): both reduce to KFP IR parameter types
+One parser for ``kfp-gpu run --local`` and ``kfp-gpu submit``: a catalog pipeline's values
+are typed by its declaration (:func:`checked`), a compiled pipeline from elsewhere by its
+spec (:func:`types_of_spec`); both are KFP IR parameter types
 (``root.inputDefinitions.parameters.<name>.parameterType`` in the compiled YAML: STRING,
 NUMBER_INTEGER, NUMBER_DOUBLE, BOOLEAN, LIST, STRUCT; kfp ``pipeline_spec.proto``).
 """
@@ -11,9 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-#: Older type names a pipeline object may report, mapped to the IR names.
-_ALIASES = {"String": "STRING", "Integer": "NUMBER_INTEGER", "Float": "NUMBER_DOUBLE",
-            "Boolean": "BOOLEAN", "List": "LIST", "Dict": "STRUCT"}
 _WORDS = {"NUMBER_INTEGER": "an integer", "NUMBER_DOUBLE": "a number", "BOOLEAN": "a boolean",
           "LIST": "a JSON list", "STRUCT": "a JSON object"}
 _TRUE = ("1", "true", "yes", "on")
@@ -39,12 +37,6 @@ def types_of_spec(spec: Mapping) -> dict[str, str]:
     """Parameter name -> IR type of a compiled pipeline (the IR dict)."""
     defs = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
     return {k: v.get("parameterType", "STRING") for k, v in defs.items()}
-
-
-def types_of_pipeline(pipeline) -> dict[str, str]:
-    """Parameter name -> IR type of a ``@dsl.pipeline`` function (its component spec)."""
-    inputs = pipeline.component_spec.inputs or {}
-    return {k: _ALIASES.get(str(v.type), str(v.type)) for k, v in inputs.items()}
 
 
 def to_bool(v: str) -> bool:
