@@ -386,19 +386,28 @@ def share_worker(data: str, rows: int, k: int, index: int, barrier: str, reserve
     return rec
 
 
-def imdb_accuracy(data: str, epochs: int, seed: int, use_cudnn, jit: bool) -> dict:
+def imdb_accuracy(data: str, epochs: int, seed: int, use_cudnn, jit: bool,
+                  config: dict | None = None, schedule: str = "") -> dict:
     """Test accuracy after each epoch for one seed and LSTM kernel choice (``use_cudnn``
-    False: the layer's generic loop), to tell a backend's accuracy from run-to-run spread."""
+    False: the layer's generic loop), to tell a backend's accuracy from run-to-run spread.
+
+    ``config``: TrainConfig overrides (e.g. ``{"dropout": 0.2}``), built by the trainer's own
+    build_model. ``schedule``: "" keeps the trainer's constant Adam rate; "cosine" decays it
+    to 0 over the first two epochs (a lever under test, not the trainer's)."""
     import keras
 
     from kfp_gpu.training.text_model import TrainConfig, build_model
 
     xtr, ytr, xte, yte, vocab = load_imdb(data)
-    cfg = TrainConfig(epochs=epochs, seed=seed)
+    cfg = TrainConfig(epochs=epochs, seed=seed, **(config or {}))
+    cfg.validate()
     keras.utils.set_random_seed(seed)
     model = build_model(cfg, vocab, MAXLEN)
     model.get_layer("lstm").use_cudnn = use_cudnn
-    model.compile(optimizer=keras.optimizers.Adam(cfg.learning_rate), loss="binary_crossentropy",
+    rate = cfg.learning_rate
+    if schedule == "cosine":
+        rate = keras.optimizers.schedules.CosineDecay(rate, 2 * -(-len(xtr) // BATCH))
+    model.compile(optimizer=keras.optimizers.Adam(rate), loss="binary_crossentropy",
                   metrics=["accuracy"], jit_compile=jit)
     accs, secs = [], []
     for _ in range(epochs):
@@ -407,6 +416,7 @@ def imdb_accuracy(data: str, epochs: int, seed: int, use_cudnn, jit: bool) -> di
         secs.append(round(time.perf_counter() - t, 3))
         accs.append(round(float(model.evaluate(xte, yte, batch_size=1024, verbose=0)[1]), 4))
     return {"backend": backend(), "seed": seed, "use_cudnn": use_cudnn, "jit": jit,
+            "config": config or {}, "schedule": schedule,
             "test_accuracy_per_epoch": accs, "epoch_seconds": secs}
 
 
