@@ -49,7 +49,8 @@ def worker(args) -> None:
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus and not args.allow_cpu:
         raise SystemExit("no GPU visible (use --allow-cpu for a harness check)")
-    cfg = tr.TrainConfig(epochs=1, batch_size=args.batch_size, seed=args.index)
+    cfg = tr.TrainConfig(epochs=1, batch_size=args.batch_size, seed=args.index,
+                         lr_schedule="constant")  # a timed loop of any length
     model = tr.build_model(cfg, VOCAB, MAXLEN)
     rng = np.random.default_rng(args.index)
     n = args.batch_size * 64

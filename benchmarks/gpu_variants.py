@@ -248,7 +248,12 @@ def keras_imdb(data: str, rows: int, epochs: int, jit, spe: int, extra: dict,
     the LSTM kernel a profile of ``train_on_batch`` saw."""
     import keras
 
-    from kfp_gpu.training.text_model import TrainConfig, build_model, jit_compile_for
+    from kfp_gpu.training.text_model import (
+        TrainConfig,
+        adam_learning_rate,
+        build_model,
+        jit_compile_for,
+    )
 
     jit = jit_compile_for(keras.config.backend()) if jit is None else jit
 
@@ -256,8 +261,10 @@ def keras_imdb(data: str, rows: int, epochs: int, jit, spe: int, extra: dict,
     cfg = TrainConfig(epochs=epochs, batch_size=BATCH, **extra)
     cfg.validate()
     keras.utils.set_random_seed(cfg.seed)
-    model = build_model(cfg, vocab, xtr.shape[1])
-    model.compile(optimizer=keras.optimizers.Adam(cfg.learning_rate), loss="binary_crossentropy",
+    steps = -(-len(xtr) // BATCH)
+    model = build_model(cfg, vocab, xtr.shape[1], steps)
+    model.compile(optimizer=keras.optimizers.Adam(adam_learning_rate(cfg, steps)),
+                  loss="binary_crossentropy",
                   metrics=["accuracy"], jit_compile=jit, steps_per_execution=spe)
     marks = []
     timer = keras.callbacks.LambdaCallback(
@@ -267,7 +274,6 @@ def keras_imdb(data: str, rows: int, epochs: int, jit, spe: int, extra: dict,
               callbacks=[timer])
     secs = [round(marks[i + 1] - marks[i], 3) for i in range(0, len(marks), 2)]
     loss, acc = model.evaluate(xte, yte, batch_size=1024, verbose=0)
-    steps = -(-len(xtr) // BATCH)
     xb, yb = on_device(xtr[:BATCH]), on_device(ytr[:BATCH])
     prof = profile(lambda: model.train_on_batch(xb, yb), 5 if quick else 20)
     return {"config": {**vars(cfg), "jit_compile": jit, "steps_per_execution": spe},
@@ -359,13 +365,13 @@ def share_worker(data: str, rows: int, k: int, index: int, barrier: str, reserve
     try:
         import keras
 
-        from kfp_gpu.training.text_model import TrainConfig, build_model
+        from kfp_gpu.training.text_model import TrainConfig, adam_learning_rate, build_model
 
         xtr, ytr, _, _, vocab = load_imdb(data, rows)
         keras.utils.set_random_seed(index)
-        cfg = TrainConfig(seed=index)
-        model = build_model(cfg, vocab, MAXLEN)
-        model.compile(optimizer=keras.optimizers.Adam(cfg.learning_rate),
+        cfg, steps = TrainConfig(seed=index), -(-len(xtr) // BATCH)
+        model = build_model(cfg, vocab, MAXLEN, steps)
+        model.compile(optimizer=keras.optimizers.Adam(adam_learning_rate(cfg, steps)),
                       loss="binary_crossentropy", metrics=["accuracy"], jit_compile=jit,
                       steps_per_execution=spe)
         model.fit(xtr[:BATCH * 4 * spe], ytr[:BATCH * 4 * spe], batch_size=BATCH, epochs=1,
@@ -387,28 +393,24 @@ def share_worker(data: str, rows: int, k: int, index: int, barrier: str, reserve
 
 
 def imdb_accuracy(data: str, epochs: int, seed: int, use_cudnn, jit: bool,
-                  config: dict | None = None, schedule: str = "") -> dict:
+                  config: dict | None = None) -> dict:
     """Test accuracy after each epoch for one seed and LSTM kernel choice (``use_cudnn``
     False: the layer's generic loop), to tell a backend's accuracy from run-to-run spread.
-
-    ``config``: TrainConfig overrides (e.g. ``{"dropout": 0.2}``), built by the trainer's own
-    build_model. ``schedule``: "" keeps the trainer's constant Adam rate; "cosine" decays it
-    to 0 over the first two epochs (a lever under test, not the trainer's)."""
+    ``config``: TrainConfig overrides (e.g. ``{"dropout": 0.2}``, ``{"lr_schedule":
+    "constant"}``); the learning rate is the trainer's (text_model.adam_learning_rate)."""
     import keras
 
-    from kfp_gpu.training.text_model import TrainConfig, build_model
+    from kfp_gpu.training.text_model import TrainConfig, adam_learning_rate, build_model
 
     xtr, ytr, xte, yte, vocab = load_imdb(data)
     cfg = TrainConfig(epochs=epochs, seed=seed, **(config or {}))
     cfg.validate()
     keras.utils.set_random_seed(seed)
-    model = build_model(cfg, vocab, MAXLEN)
+    steps = -(-len(xtr) // BATCH)
+    model = build_model(cfg, vocab, MAXLEN, steps)
     model.get_layer("lstm").use_cudnn = use_cudnn
-    rate = cfg.learning_rate
-    if schedule == "cosine":
-        rate = keras.optimizers.schedules.CosineDecay(rate, 2 * -(-len(xtr) // BATCH))
-    model.compile(optimizer=keras.optimizers.Adam(rate), loss="binary_crossentropy",
-                  metrics=["accuracy"], jit_compile=jit)
+    model.compile(optimizer=keras.optimizers.Adam(adam_learning_rate(cfg, steps)),
+                  loss="binary_crossentropy", metrics=["accuracy"], jit_compile=jit)
     accs, secs = [], []
     for _ in range(epochs):
         t = time.perf_counter()
@@ -416,8 +418,7 @@ def imdb_accuracy(data: str, epochs: int, seed: int, use_cudnn, jit: bool,
         secs.append(round(time.perf_counter() - t, 3))
         accs.append(round(float(model.evaluate(xte, yte, batch_size=1024, verbose=0)[1]), 4))
     return {"backend": backend(), "seed": seed, "use_cudnn": use_cudnn, "jit": jit,
-            "config": config or {}, "schedule": schedule,
-            "test_accuracy_per_epoch": accs, "epoch_seconds": secs}
+            "config": config or {}, "test_accuracy_per_epoch": accs, "epoch_seconds": secs}
 
 
 FUNCTIONS = {"keras_resnet": keras_resnet, "torch_resnet": torch_resnet,

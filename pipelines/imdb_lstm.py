@@ -24,6 +24,7 @@ from kfp_gpu.dsl.parameters import (
 )
 from kfp_gpu.gpu import parse
 from kfp_gpu.pipelines.outputs import EVALUATE_RESOURCES, TrainingOutputs, evaluate_and_collect
+from kfp_gpu.training.text_model import LR_SCHEDULES
 
 _NAME = "imdb-lstm"
 _DEFAULT_GPU = "gpu:1"
@@ -90,7 +91,10 @@ _PARAMETERS = declare(
     integer("lstm_units", "LSTM units", 1),
     number("dropout", "LSTM input dropout rate (keeps cuDNN eligibility)", 0, 1,
            high_open=True),
-    number("learning_rate", "Adam learning rate", 0, low_open=True),
+    number("learning_rate", "Adam learning rate (the cosine schedule's start)", 0,
+           low_open=True),
+    text("lr_schedule", "Adam learning-rate schedule: cosine decay to 0 over the epochs, or "
+         "constant", choices=LR_SCHEDULES),
     flag("mixed_precision", "mixed_float16 compute (GPU)"),
     integer("seed", "shuffle/initialisation seed", 0, 2**32 - 1),
     text("checkpoint_dir", "folder (a PVC path) or gs:// URI for resumable checkpoints "
@@ -129,6 +133,7 @@ def build(gpu: str = _DEFAULT_GPU, settings: task_settings.TaskSettings | None =
         lstm_units: int = 128,
         dropout: float = 0.0,
         learning_rate: float = 0.001,
+        lr_schedule: str = "cosine",
         mixed_precision: bool = False,
         seed: int = 42,
         checkpoint_dir: str = "",
@@ -140,8 +145,8 @@ def build(gpu: str = _DEFAULT_GPU, settings: task_settings.TaskSettings | None =
         train = train_text_classifier(
             train_data=prep.outputs["train_data"], epochs=epochs, batch_size=batch_size,
             embedding_dim=embedding_dim, lstm_units=lstm_units, dropout=dropout,
-            learning_rate=learning_rate, mixed_precision=mixed_precision, seed=seed,
-            checkpoint_dir=checkpoint_dir)
+            learning_rate=learning_rate, lr_schedule=lr_schedule,
+            mixed_precision=mixed_precision, seed=seed, checkpoint_dir=checkpoint_dir)
         task_settings.apply(train, "train-lstm", settings, _TASK_RESOURCES["train-lstm"])
         request.apply_to_task(train)
         return evaluate_and_collect(train, prep.outputs["test_data"], accuracy_threshold,

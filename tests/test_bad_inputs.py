@@ -658,8 +658,8 @@ def test_every_catalog_pipeline_declares_every_parameter(name):
 def test_docs_parameters_md_is_generated_from_the_declarations():
     page = Path(__file__).resolve().parents[1] / "docs" / "parameters.md"
     assert page.read_text(encoding="utf-8") == catalog_params.docs_page(), (
-        "docs/parameters.md is stale: python -c 'from kfp_gpu.dsl import parameters as declared; "
-        "print(declared.docs_page(), end=\"\")' > docs/parameters.md")
+        "docs/parameters.md is stale: python -c 'from kfp_gpu.catalog import params; "
+        "print(params.docs_page(), end=\"\")' > docs/parameters.md")
 
 
 def test_params_command_lists_types_ranges_and_meanings():

@@ -24,6 +24,7 @@ def train_text_classifier(
     unroll: bool = False,
     use_bias: bool = True,
     learning_rate: float = 0.001,
+    lr_schedule: str = "cosine",
     seed: int = 42,
     mixed_precision: bool = False,
     allow_generic_kernel: bool = False,
@@ -41,6 +42,9 @@ def train_text_classifier(
         train_data: Dataset of (int32 [maxlen] token ids, int32 label 0/1) from prep_text.
         epochs, batch_size, embedding_dim, lstm_units, dropout, learning_rate, seed:
             hyper-parameters (batch 32, 128/128 units: the seed article's model).
+        lr_schedule: ``cosine`` (Adam's rate decays from learning_rate to 0 over the
+            epochs; the model overfits in its second epoch at a constant rate) or
+            ``constant`` (kfp_gpu.training.text_model.LR_SCHEDULES).
         mixed_precision: mixed_float16 compute (GPUs with tensor cores).
         checkpoint_dir: where per-epoch training state is kept for resumption, in a
             subfolder per (settings, data); a PVC path or gs:// URI survives pod
@@ -67,7 +71,7 @@ def train_text_classifier(
         epochs=epochs, batch_size=batch_size, embedding_dim=embedding_dim,
         lstm_units=lstm_units, dropout=dropout, recurrent_dropout=recurrent_dropout,
         activation=activation, recurrent_activation=recurrent_activation, unroll=unroll,
-        use_bias=use_bias, learning_rate=learning_rate, seed=seed,
+        use_bias=use_bias, learning_rate=learning_rate, lr_schedule=lr_schedule, seed=seed,
         mixed_precision=mixed_precision, allow_generic_kernel=allow_generic_kernel)
     cfg.validate()
     applied = memory_cap.apply_gpu_share()

@@ -111,8 +111,10 @@ def train(cfg: TrainConfig, *, train_path: str, model_dir: str, checkpoint_dir: 
     optimizer, epoch) after each epoch under ``checkpoint_dir/<fingerprint>``, where the
     fingerprint hashes the configuration (all but ``epochs``) and the training Dataset's
     description; a restarted task with the same ``checkpoint_dir``, data and settings
-    continues after the last completed epoch (also with more ``epochs``), while a run with
-    other data or settings starts afresh instead of picking up foreign weights. The backup
+    continues after the last completed epoch (under ``lr_schedule="constant"`` also with more
+    ``epochs``; under ``cosine`` the epochs set the decay's length, so they are part of the
+    fingerprint), while a run with other data or settings starts afresh instead of picking
+    up foreign weights. The backup
     is kept after success, so a retried task that already finished trains 0 more epochs
     (its throughput, loss and accuracy are then None). ``checkpoint_dir`` may be a local
     path (a PVC survives pod restarts) or a ``gs://`` URI (written through TensorFlow's GCS
@@ -150,7 +152,7 @@ def train(cfg: TrainConfig, *, train_path: str, model_dir: str, checkpoint_dir: 
     ds = input_pipeline(datasets.load(train_path), cfg.batch_size, shuffle=True,
                         seed=cfg.seed, rows=rows)
     steps = -(-rows // cfg.batch_size)
-    model = build_model(cfg, vocab_size, maxlen)
+    model = build_model(cfg, vocab_size, maxlen, steps)
     timer = _epoch_timer()(steps)
     backup_dir = checkpoint_path(checkpoint_dir, cfg, meta)
     if not storage.is_gcs(backup_dir):
@@ -217,11 +219,14 @@ def lstm_kernel(device: str, fused_wanted: bool, violations: list[str]) -> str:
 
 
 def checkpoint_path(checkpoint_dir: str, cfg: TrainConfig, dataset_meta: dict) -> str:
-    """``checkpoint_dir/<12 hex>``: one folder per (settings but ``epochs``, Dataset).
+    """``checkpoint_dir/<12 hex>``: one folder per (settings, Dataset).
 
-    So only a restart of the same training resumes; ``gs://`` URIs are joined with ``/``.
+    So only a restart of the same training resumes. ``epochs`` is left out of the settings
+    under the constant learning rate (more epochs continue the same training) and kept
+    under ``cosine``, whose decay length it sets. ``gs://`` URIs are joined with ``/``.
     """
-    settings = {k: v for k, v in asdict(cfg).items() if k != "epochs"}
+    settings = {k: v for k, v in asdict(cfg).items()
+                if k != "epochs" or cfg.lr_schedule != "constant"}
     blob = json.dumps({"config": settings, "data": dataset_meta}, sort_keys=True)
     return checkpoint_dir.rstrip("/") + "/" + hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -93,7 +93,7 @@ def test_masked_input_falls_back_to_keras_loop_with_same_result():
 
 
 def test_model_is_unchanged_and_not_xla_compiled():
-    model = t.build_model(t.TrainConfig(), 20000, 80)
+    model = t.build_model(t.TrainConfig(), 20000, 80, steps_per_epoch=782)
     layers = [(type(layer).__name__, layer.count_params()) for layer in model.layers]
     assert layers == [("InputLayer", 0), ("Embedding", 20000 * 128),
                       ("LSTM", 4 * 128 * (128 + 128 + 1)), ("Dense", 129)]
@@ -102,7 +102,22 @@ def test_model_is_unchanged_and_not_xla_compiled():
     assert (lstm["unroll"], lstm["recurrent_dropout"], lstm["use_bias"]) == (False, 0.0, True)
     assert model.jit_compile is False
     assert type(model.optimizer).__name__ == "Adam"
+    # the default schedule: cosine from 1e-3 to 0 over both epochs' 2 x 782 steps
+    schedule = model.optimizer._learning_rate
+    assert type(schedule).__name__ == "CosineDecay"
+    assert schedule.get_config()["decay_steps"] == 2 * 782
+    assert float(schedule(0)) == pytest.approx(1e-3)
+    assert float(schedule(782)) == pytest.approx(5e-4)
+    assert float(schedule(2 * 782)) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_constant_schedule_keeps_the_rate_and_cosine_needs_the_steps():
+    model = t.build_model(t.TrainConfig(lr_schedule="constant"), 100, 8)
     assert float(model.optimizer.learning_rate) == pytest.approx(1e-3)
+    with pytest.raises(ValueError, match="needs steps_per_epoch >= 1"):
+        t.build_model(t.TrainConfig(), 100, 8)
+    with pytest.raises(ValueError, match="lr_schedule must be one of cosine, constant"):
+        t.TrainConfig(lr_schedule="linear").validate()
 
 
 @pytest.mark.parametrize("device,fused,violations,expected", [

@@ -51,7 +51,9 @@ def test_training_resumes_from_last_checkpoint(tmp_path, imdb_small, monkeypatch
 
     from kfp_gpu.training import datasets
 
-    cfg1 = t.TrainConfig(epochs=1, embedding_dim=16, lstm_units=8, batch_size=64)
+    # constant rate: more epochs continue the same training (cosine: see the test below)
+    cfg1 = t.TrainConfig(epochs=1, embedding_dim=16, lstm_units=8, batch_size=64,
+                         lr_schedule="constant")
     ckpt = tmp_path / "ckpt"
     m1 = t.train(cfg1, train_path=imdb_small["train"], model_dir=str(tmp_path / "m1"),
                  checkpoint_dir=str(ckpt), tensorboard_dir=str(tmp_path / "tb"))
@@ -62,7 +64,8 @@ def test_training_resumes_from_last_checkpoint(tmp_path, imdb_small, monkeypatch
     assert m1["steps_per_epoch"] == 2000 // 64 + 1
     assert m1["samples_per_sec"] > 0 and m1["ms_per_step"] > 0
     # a "restarted task" asked for 2 epochs with the same checkpoint dir trains only 1 more
-    cfg2 = t.TrainConfig(epochs=2, embedding_dim=16, lstm_units=8, batch_size=64)
+    cfg2 = t.TrainConfig(epochs=2, embedding_dim=16, lstm_units=8, batch_size=64,
+                         lr_schedule="constant")
     monkeypatch.setenv(t.FUSED_LSTM_ENV, "1")
     m2 = t.train(cfg2, train_path=imdb_small["train"], model_dir=str(tmp_path / "m2"),
                  checkpoint_dir=str(ckpt), tensorboard_dir=str(tmp_path / "tb2"))
@@ -93,9 +96,44 @@ def test_other_settings_or_data_never_resume_foreign_checkpoints(tmp_path, imdb_
                     model_dir=str(tmp_path / "a2"), **common)
     assert again["resumed_from_epoch"] == 1 and again["epochs_run"] == 0
     assert again["samples_per_sec"] is None and again["loss"] is None
-    cfg = t.TrainConfig(epochs=1)
+    cfg = t.TrainConfig(epochs=1, lr_schedule="constant")
     meta = {"rows": 10, "maxlen": 80}
     assert t.checkpoint_path("gs://b/ck/", cfg, meta).startswith("gs://b/ck/")
     assert t.checkpoint_path("/c", cfg, meta) == t.checkpoint_path(
-        "/c", t.TrainConfig(epochs=5), meta)  # more epochs = the same training, resumed
+        "/c", t.TrainConfig(epochs=5, lr_schedule="constant"), meta)  # the same, resumed
+    # under cosine the epochs set the decay's length: 5 epochs are another training
+    assert t.checkpoint_path("/c", t.TrainConfig(epochs=1), meta) != t.checkpoint_path(
+        "/c", t.TrainConfig(epochs=5), meta)
     assert t.checkpoint_path("/c", cfg, meta) != t.checkpoint_path("/c", cfg, {**meta, "rows": 11})
+
+
+def test_a_cosine_training_cut_after_epoch_one_resumes_on_the_same_curve(
+        tmp_path, imdb_small, monkeypatch):
+    """A pod killed after epoch 1 of 2: the retry restores the optimizer's step count, so the
+    cosine rate goes on from its middle and reaches 0 at the end, instead of starting over."""
+    import keras
+
+    class Killed(Exception):
+        pass
+
+    class KillAtEpochTwo(keras.callbacks.TensorBoard):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise Killed
+            super().on_epoch_begin(epoch, logs)
+
+    cfg = t.TrainConfig(epochs=2, embedding_dim=8, lstm_units=4, batch_size=128)
+    common = {"train_path": imdb_small["train"], "checkpoint_dir": str(tmp_path / "ckpt"),
+              "tensorboard_dir": str(tmp_path / "tb")}
+    with monkeypatch.context() as m:
+        m.setattr(keras.callbacks, "TensorBoard", KillAtEpochTwo)
+        with pytest.raises(Killed):
+            t.train(cfg, model_dir=str(tmp_path / "m1"), **common)
+    done = t.train(cfg, model_dir=str(tmp_path / "m2"), **common)
+    assert done["resumed_from_epoch"] == 1 and done["epochs_run"] == 1
+    model = keras.saving.load_model(tmp_path / "m2" / t.MODEL_FILE)
+    steps = done["steps_per_epoch"]
+    assert int(model.optimizer.iterations) == 2 * steps  # restored at `steps`, not at 0
+    schedule = model.optimizer._learning_rate
+    assert schedule.get_config()["decay_steps"] == 2 * steps
+    assert float(schedule(model.optimizer.iterations)) == pytest.approx(0.0, abs=1e-9)
