@@ -37,9 +37,7 @@ def _fail(msg: str, code: int = 2) -> None:
 
 def _print_version(value: bool) -> None:
     if value:
-        import kfp_gpu
-
-        typer.echo(f"kfp-gpu {kfp_gpu.__version__}")
+        typer.echo(f"kfp-gpu {__version__}")
         raise typer.Exit()
 
 
