@@ -227,8 +227,9 @@ def requires(cmd: dc.Command) -> set[str]:
             return {"docker", "ci"}
         if name == "build.sh":  # testcluster/build.sh: Go and the module proxy, tens of min
             return {"ci"}
-        if name in ("gpu_share_bench.py", "gpu_bench.py", "gpu_accuracy.sh"):
-            # gpu_bench.py's host step (prep) only writes the arrays its GPU runs read
+        if name.startswith("gpu_") and name.endswith((".py", ".sh")):
+            # benchmarks/gpu_*: run on a GPU machine (gpu_bench.py's host step, prep, only
+            # writes the arrays its GPU runs read)
             return {"gpu"}
         return set()
     if head == "eval" and len(argv) == 2 and argv[1].startswith("$(") and argv[1].endswith(")"):
