@@ -69,7 +69,7 @@ def kfp_client_env(monkeypatch, tmp_path):
 #: / registry: tests/support/doc_needs.py). Without xdist nothing changes.
 XDIST_FOLDERS = (("plane", "tests/cluster/"), ("engine", "tests/containers/"))
 XDIST_PAGE_NEEDS = (("plane", {"cluster"}), ("engine", {"docker", "registry"}))
-_DOC_BLOCK = re.compile(r"^tests/test_docs_run\.py::test_block\[(?P<page>.+):\d+\]$")
+_DOC_BLOCK = re.compile(r"^tests/docs/test_docs_run\.py::test_block\[(?P<page>.+):\d+\]$")
 
 
 def xdist_group(nodeid: str) -> str:

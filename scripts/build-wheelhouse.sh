@@ -22,7 +22,7 @@ gpu=0
 if [ "${1:-}" = "--gpu" ]; then gpu=1; shift; fi
 out="${1:-build/wheelhouse}"
 PYTHON="${PYTHON:-.venv/bin/python}"
-# Versions: tests/test_images.py checks them against the Dockerfiles / pyproject.toml.
+# Versions: tests/unit/test_images.py checks them against the Dockerfiles / pyproject.toml.
 HOROVOD_VERSION=0.28.1
 BUILD_TOOLS=("pip==26.3" "setuptools==84.2.1" "wheel==0.48.0")
 mkdir -p "$out"

@@ -114,7 +114,7 @@ def versions() -> list[tuple[str, str, str, str, str]]:
 def version_table() -> str:
     """:func:`versions` as a Markdown table (tier, tool, module, version): the plane's
     components at the versions the go.mod files pin; testcluster/README.md shows it and
-    tests/test_docs_restated.py compares every "<tool> vX.Y.Z" of the docs with it."""
+    tests/docs/test_docs_restated.py compares every "<tool> vX.Y.Z" of the docs with it."""
     lines = ["| tier | tool | module (testcluster/go/&lt;tool&gt;/go.mod) | version |",
              "|---|---|---|---|"]
     lines += [f"| {tier.removeprefix('tier')} | {name} | {module} | {version} |"

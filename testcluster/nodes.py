@@ -65,7 +65,7 @@ def kwok_node(node: dict) -> dict:
 def nodes_table(nodes: list[dict] | None = None) -> str:
     """The fake nodes as a Markdown table (node, GPU product label, extended resources of
     its capacity, taints, cordoned): tests/cluster/README.md shows it and
-    tests/test_docs_restated.py compares the two, so what a test writer reads about the
+    tests/docs/test_docs_restated.py compares the two, so what a test writer reads about the
     nodes (which carry the ``nvidia.com/gpu`` taint) is the data. ``nodes``: Node dicts
     (default :func:`fake_nodes`)."""
     lines = ["| node | `nvidia.com/gpu.product` | extended resources | taints | cordoned |",

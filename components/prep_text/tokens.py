@@ -7,7 +7,7 @@ by ``keras.utils.pad_sequences(padding="pre", truncating="pre")``, but over all 
 at once: the standardisation and the split are ASCII byte operations on the one UTF-8
 buffer of an Arrow string array (UTF-8 multi-byte sequences never contain ASCII bytes),
 and every token is hashed once (``pyarrow.compute.dictionary_encode``). The semantics,
-each checked against TensorFlow in tests/test_prep_tokens.py:
+each checked against TensorFlow in components/prep_text/tests/test_tokens.py:
 
 - lower case: ASCII only, as ``tf.strings.lower`` with its default ``encoding=""``
   ("É" stays "É");
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 PAD, OOV = "", "[UNK]"
 #: Every character for which ``str.isspace()`` is true (what Python's ``re`` ``\s`` matches
-#: in str patterns), as an RE2 class body; tests/test_prep_tokens.py checks it.
+#: in str patterns), as an RE2 class body; components/prep_text/tests/test_tokens.py checks it.
 PY_WHITESPACE = (r"\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
                  r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}")
 HTML_BREAK = rf"(?i)<br[{PY_WHITESPACE}]*/?>"

@@ -9,7 +9,7 @@ import typer
 from kfp_gpu.cli import checks, errors
 
 # Defaults equal kfp_gpu.cluster.doctor.DEFAULT_NAMESPACE / DEFAULT_SERVICE_ACCOUNT (the
-# library is only imported when the command runs; tests/test_cli.py checks they agree).
+# library is only imported when the command runs; tests/unit/test_cli.py checks they agree).
 
 
 def doctor_command(

@@ -45,7 +45,7 @@ from kfp_gpu.inputs import errors as input_errors
 
 OK, FAILED, USAGE, UNREACHABLE, SIGINT, SIGTERM = 0, 1, 2, 3, 130, 143
 #: The exit-code table, ``(statuses, meaning)`` per row: README "Exit codes" shows it (its
-#: first two columns; tests/test_docs_restated.py compares them) and ``kfp-gpu --help``
+#: first two columns; tests/docs/test_docs_restated.py compares them) and ``kfp-gpu --help``
 #: says it (:func:`statuses_text`).
 STATUSES: tuple[tuple[tuple[int, ...], str], ...] = (
     ((OK,), "ok"),

@@ -43,7 +43,7 @@ def build(name: str, input_shape: tuple[int, int, int], classes: int, blocks: in
         share of its initial moving variance (1.0) left after a short run (0.9**40 = 1.5 %
         after 40 steps) inflates them several times over and the saved model's inference
         is off (Fashion-MNIST test accuracy 0.22 instead of > 0.3 in
-        tests/test_resnet_pipeline_local.py); He's variance 2/fan_in puts them at about
+        tests/components/test_resnet_pipeline_local.py); He's variance 2/fan_in puts them at about
         0.05-0.8 (seed 0, 256 Fashion-MNIST images).
 
     Raises:

@@ -6,7 +6,7 @@ of pruning it; k8s.io/apiserver v0.36.3 pkg/endpoints/handlers/fieldmanager, KEP
 against kube-apiserver v1.36.3 with the upstream CRDs the operators we run ship
 (mpi-operator v0.8.2 manifests/base/kubeflow.org_mpijobs.yaml; Trainer v2.3.0
 manifests/base/crds). ``--dry-run=server`` runs admission and validation without storing.
-The JSON-schema tests (tests/test_mpijob.py, tests/test_upstream_crds.py) read the same
+The JSON-schema tests (tests/unit/test_mpijob.py, tests/harness/test_upstream_crds.py) read the same
 CRDs; this asks the code that enforces them.
 """
 

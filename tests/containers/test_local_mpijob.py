@@ -196,7 +196,7 @@ def test_deadline_starts_with_the_launcher(docker_engine, horovod_image):
     """``activeDeadlineSeconds`` is the Launcher Job's (mpi-operator v0.8.2
     newLauncherJob), its clock starting with that Job, so Workers that take longer than the
     deadline to get ready do not cut the job short (the DeadlineExceeded path itself:
-    tests/test_mpi_local_reconcile.py)."""
+    tests/unit/test_mpi_local_reconcile.py)."""
     sshd = " ".join(ssh.DEFAULT_WORKER_COMMAND)
     job = mpijob.build(MPIJobOptions.from_settings(
         name=unique("lmpi-late"), namespace="ci", image=horovod_image, workers=1,

@@ -57,7 +57,7 @@ def test_root_worker_with_ipc_lock_starts_whatever_the_limit(run_in, image, tmp_
     """The one case IPC_LOCK helps: a root process holds it in its effective set, so the
     kernel ignores the limit for RDMA registrations and the Worker starts (the env file
     lands in root's home). (An unlimited limit for uid 1000 is covered by
-    tests/test_worker_start.py: this engine cannot grant more than its own 8 MiB.)"""
+    tests/unit/test_worker_start.py: this engine cannot grant more than its own 8 MiB.)"""
     res = worker(run_in, image, tmp_path, "65536:65536", KFP_GPU_RDMA="1", user_id="0",
                  cap_add=["IPC_LOCK"])
     assert res.exit_code == 0, res.output

@@ -2,7 +2,7 @@
 
 Real HTTP on 127.0.0.1 (random port). It answers as the recorded real KFP 2.17.0 backend
 did (the recorded KFP 2.17.0 answers, data folder ``kfp-2.17.0/api``;
-tests/test_kfp_double_replay.py replays every recorded request against it and
+tests/harness/test_kfp_double_replay.py replays every recorded request against it and
 docs/fidelity.md lists the verdicts): status, content type, body keys and the message
 texts, ids and names filled in.
 

@@ -1,5 +1,5 @@
 """The code blocks of the docs as Sybil examples, each with the evaluator of its language
-(used by tests/test_docs_run.py).
+(used by tests/docs/test_docs_run.py).
 
 What a block needs is its ``# needs:`` line, in the vocabulary of :mod:`tests.support.doc_needs`
 (``docker``, ``registry``, ``cluster`` run under the ``container`` / ``cluster`` markers;

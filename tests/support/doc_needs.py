@@ -1,5 +1,5 @@
 """What a docs block needs, in a fixed vocabulary, and the ``<!-- docs-test: ... -->``
-directives written above a block (used by tests/test_docs_run.py).
+directives written above a block (used by tests/docs/test_docs_run.py).
 
 A block that cannot run on a plain test machine says so on a line of its own::
 

@@ -1,5 +1,5 @@
 """Signatures and calls of our functions in the docs' prose, compared with the functions
-(used by tests/test_docs_facts.py). A code span that is a whole call form, ``NAME(ARGS)``
+(used by tests/docs/test_docs_facts.py). A code span that is a whole call form, ``NAME(ARGS)``
 with ARGS not empty, whose NAME is a public function or class of kfp_gpu (``job_name``,
 ``names.job_name``, ``kfp_gpu.mpi.spec.names.job_name``) is checked against
 :func:`inspect.signature`, as one of two things (:func:`is_signature`):

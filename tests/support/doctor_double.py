@@ -1,5 +1,5 @@
-"""What the ``kfp-gpu doctor`` tests give doctor to judge, shared by tests/test_doctor*.py
-and tests/test_gpu_dra_class.py: the command run against the Kubernetes API double
+"""What the ``kfp-gpu doctor`` tests give doctor to judge, shared by tests/unit/test_doctor*.py
+and tests/unit/test_gpu_dra_class.py: the command run against the Kubernetes API double
 (:func:`run`, tests/doubles/k8s_cluster.py), the recorded nodes (:func:`nodes`,
 :func:`dra_nodes`) and ready-made facts (:func:`facts`, :func:`crds`). The rendered
 manifests/rbac is the ``rbac_objects`` fixture (tests/conftest.py)."""

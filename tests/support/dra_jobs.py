@@ -1,5 +1,5 @@
 """The MPIJob and TrainJob with a ``dra`` GPU request that the launcher's claim-template
-tests start (tests/test_launcher_dra.py, tests/test_launcher_dra_orphans.py)."""
+tests start (tests/unit/test_launcher_dra.py, tests/unit/test_launcher_dra_orphans.py)."""
 
 from __future__ import annotations
 

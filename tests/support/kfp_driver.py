@@ -5,7 +5,7 @@ does: ``driver.go`` ``initPodSpecPatch`` (CPU/memory limits and requests from th
 ``extendPodSpecPatch`` (tolerations, node selector labels; a Secret volume named after the
 Secret with ``optional`` written out and a mount without ``readOnly``; each Secret key as
 an env var with ``secretKeyRef``), each only for a field the component passes through.
-Shared by tests/test_task_config_secrets.py, the component's worker-GPU test
+Shared by tests/unit/test_task_config_secrets.py, the component's worker-GPU test
 (components/train_resnet_horovod/tests/test_worker_gpu.py) and the real-pod test
 (tests/cluster/test_real_pods.py)."""
 

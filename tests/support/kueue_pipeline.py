@@ -1,5 +1,5 @@
 """A pipeline whose distributed tasks queue in Kueue (``kueue_queue``), compiled by the real
-KFP compiler, for the doctor tests (tests/test_doctor_kueue.py and, on the real Kueue,
+KFP compiler, for the doctor tests (tests/unit/test_doctor_kueue.py and, on the real Kueue,
 tests/cluster/test_kueue.py). (No ``from __future__ import annotations``: KFP reads the
 pipeline's annotations as types.)"""
 

@@ -66,8 +66,8 @@ def golden_options() -> MPIJobOptions:
 
 #: The program the local planner tests' jobs run.
 PROGRAM = ("kfp-gpu", "train-resnet", "--mode", "train")
-#: The options the local planner tests build from (tests/test_mpi_local_plan.py and
-#: tests/test_mpi_local_plan_trainjob.py).
+#: The options the local planner tests build from (tests/unit/test_mpi_local_plan.py and
+#: tests/unit/test_mpi_local_plan_trainjob.py).
 SETTINGS = {"name": "resnet-ab12", "namespace": "ml", "image": "reg.test/horovod:1",
             "program": PROGRAM, "workers": 3, "gpu": "gpu:2", "rdma": True, "shm_size": "2Gi",
             "fs_group": 1000,

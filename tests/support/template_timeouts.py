@@ -1,6 +1,7 @@
 """A ResourceClaimTemplate create that times out on the client's side: a fault the launcher
 must survive without orphaning its job (against the API double in
-tests/test_launcher_dra_orphans.py, against the real API server in tests/cluster/test_dra.py)."""
+tests/unit/test_launcher_dra_orphans.py, against the real API server in
+tests/cluster/test_dra.py)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from kfp_gpu.cluster.doctor.model import Access, ClusterFacts, Needs, Report, ap
 from kfp_gpu.mpi.spec import crd, trainjob
 
 #: (apiGroup, resource[/subresource], verb) the launcher needs: manifests/rbac/role.yaml (its
-#: rules and its comment; tests/test_launcher_rbac.py keeps them and this table equal).
+#: rules and its comment; tests/unit/test_launcher_rbac.py keeps them and this table equal).
 LAUNCHER_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     *((crd.GROUP, crd.PLURAL, verb)
       for verb in ("create", "delete", "get", "list", "patch", "watch")),
@@ -33,7 +33,7 @@ def permissions_summary(permissions=LAUNCHER_PERMISSIONS) -> str:
     manifests/rbac/role.yaml) resource by resource, in their order, resources with the same
     verbs together and a non-core group in parentheses:
     ``mpijobs (kubeflow.org), trainjobs (trainer.kubeflow.org): create/delete/...; pods:
-    get/list; ...``. manifests/README.md shows it for the Role (tests/test_docs_restated.py
+    get/list; ...``. manifests/README.md shows it for the Role (tests/docs/test_docs_restated.py
     compares the two), so the summary a platform team copies is the Role."""
     verbs: dict[tuple[str, str], set[str]] = {}
     for group, resource, verb in permissions:

@@ -51,7 +51,7 @@ errors in :mod:`.records`, the trainer's figures in :mod:`.metrics`. This module
 them (:func:`launch`) and is the ``python -m kfp_gpu.mpi.launch.launcher`` command.
 
 RBAC the launcher's service account needs in the namespace: manifests/rbac/role.yaml, one
-table with ``kfp_gpu.cluster.doctor.rbac.LAUNCHER_PERMISSIONS`` (tests/test_launcher_rbac.py
+table with ``kfp_gpu.cluster.doctor.rbac.LAUNCHER_PERMISSIONS`` (tests/unit/test_launcher_rbac.py
 keeps this list, the Role's rules, its comment and the table equal)::
 
     grants: mpijobs, trainjobs: create, delete, get, list, patch, watch; pods: get, list;

@@ -19,7 +19,7 @@ Schemas walked:
   (generated from Kubeflow Trainer v2.3.0's OpenAPI, the same source as its CRDs), their
   field aliases being the JSON names.
 
-tests/test_cli_mpijob.py checks that every path refused here is refused by the upstream
+tests/unit/test_cli_mpijob.py checks that every path refused here is refused by the upstream
 CRD schema too (tests/support/upstream_crds.py, strict).
 """
 
