@@ -321,6 +321,7 @@ class _Reporting:
             code = e.exit_code
         except Exception as e:  # noqa: BLE001 - the one place every error is reported
             code = report(e)
+        _state["verbose"] = False  # an in-process caller after this one starts without -v
         if not standalone_mode:
             return code
         sys.exit(code)

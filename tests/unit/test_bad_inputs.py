@@ -577,6 +577,11 @@ def test_an_unexpected_exception_is_one_internal_error_line(monkeypatch):
                                   "the traceback)")
     res = CliRunner().invoke(app, ["-v", "params", "imdb-lstm"])
     assert res.exit_code == 1 and "Traceback" in res.output and "KeyError" in res.output
+    # -v ends with its invocation: code called in the same process afterwards (an app of
+    # its own, a library function that reports) shows no traceback
+    from kfp_gpu.cli import errors as cli_errors
+
+    assert cli_errors._state["verbose"] is False
 
 
 # -------------------------------------------------------------------- the front door
