@@ -74,3 +74,58 @@ def test_a_missing_verb_fails_and_doctor_names_it(plane, api, namespace, tmp_pat
     assert denied == {(resource, verb)}
     report = build_report(facts, Needs(mpi=True))
     assert any(f"may not {verb} {resource}" in p for p in report.problems), report.problems
+
+
+def test_the_opt_in_lease_grant_lets_the_launcher_read_the_operators_lease_and_no_more(
+        plane, namespace, tmp_path):
+    """manifests/rbac-operator-leases: without it the launcher's account gets a 403 on the MPI
+    Operator's leader Lease (kfp_gpu.mpi.launch.stall then turns its "nobody reconciles"
+    check off); with it (subjects moved to the run's namespace, as a profile would) it reads
+    that Lease, with the holder the stall check needs, and still cannot list Leases or read
+    another one. The plane's Trainer runs without leader election, so only the MPI Operator's
+    half is exercised here (tests/unit/test_manifests.py checks both halves' shape)."""
+    from kubernetes import client as k8s
+
+    from kfp_gpu.mpi.launch.stall import OPERATOR_LEASES, lease_record
+    from tests.cluster.objects import kustomized
+
+    lease = OPERATOR_LEASES["mpijob"]
+    install_rbac(plane, namespace)
+    coordination = k8s.CoordinationV1Api(sa_client(plane, namespace, tmp_path))
+    with pytest.raises(ApiException) as refused:
+        coordination.read_namespaced_lease(lease.name, lease.namespace)
+    assert refused.value.status == 403
+    grant = [d for d in kustomized(plane, "rbac-operator-leases")
+             if d["metadata"]["namespace"] == lease.namespace]
+    assert sorted(d["kind"] for d in grant) == ["Role", "RoleBinding"]
+    for d in grant:
+        for s in d.get("subjects") or []:
+            s["namespace"] = namespace
+    plane.apply(grant)
+    try:
+        read = kube.wait_for(lambda: _readable(coordination, lease), timeout=30,
+                             what=f"the Lease {lease} readable by the launcher's account")
+        holder, renewed, duration = lease_record(read)
+        assert holder and renewed and duration > 0
+        with pytest.raises(ApiException) as listing:
+            coordination.list_namespaced_lease(lease.namespace)
+        assert listing.value.status == 403
+        with pytest.raises(ApiException) as other:
+            coordination.read_namespaced_lease("kube-controller-manager", "kube-system")
+        assert other.value.status == 403
+    finally:
+        for d in grant:
+            plane.kubectl("delete", d["kind"].lower(), d["metadata"]["name"], "-n",
+                          lease.namespace, "--ignore-not-found", check=False)
+
+
+def _readable(coordination, lease) -> dict | None:
+    """The Lease as API JSON (what the launcher's reader gets), or None while the API server
+    still refuses it (its RBAC informer has not seen the new binding yet)."""
+    try:
+        return json.loads(coordination.read_namespaced_lease(
+            lease.name, lease.namespace, _preload_content=False).data)
+    except ApiException as e:
+        if e.status == 403:
+            return None
+        raise

@@ -24,7 +24,8 @@ MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 #: The local overlays: every one renders without the network and validates
 #: (tests/unit/test_manifests.py) and is accepted by the real API server
 #: (tests/cluster/test_api_accepts.py).
-OVERLAYS = ["device-plugin", "rdma", "rbac", "examples/metagpu", "examples/hami", "cluster"]
+OVERLAYS = ["device-plugin", "rdma", "rbac", "rbac-operator-leases", "examples/metagpu",
+            "examples/hami", "cluster"]
 #: The Go module of the standalone kustomize (testcluster/go/kustomize/go.mod).
 MODULE = "sigs.k8s.io/kustomize/kustomize/v5"
 

@@ -204,6 +204,30 @@ def test_rbac_binds_kfp_runner_accounts_in_the_chosen_namespace(tmp_path):
             ("pipeline-runner", ns), ("default-editor", ns), ("kfp-gpu-launcher", ns)}
 
 
+def test_the_operator_lease_grant_is_get_on_the_leases_the_launcher_reads_and_no_more():
+    """rbac-operator-leases (opt-in): per Lease of kfp_gpu.mpi.launch.stall.OPERATOR_LEASES
+    a Role in its namespace with ``get`` on that one Lease by name, bound to the accounts
+    ../rbac binds (in rbac's namespace); no other object, verb or resource."""
+    from kfp_gpu.mpi.launch.stall import OPERATOR_LEASES
+
+    objs = render("rbac-operator-leases")
+    roles = {o["metadata"]["namespace"]: o for o in objs if o["kind"] == "Role"}
+    bindings = {o["metadata"]["namespace"]: o for o in objs if o["kind"] == "RoleBinding"}
+    assert len(objs) == len(roles) + len(bindings)
+    assert {(ns, r["rules"][0]["resourceNames"][0]) for ns, r in roles.items()} == {
+        (lease.namespace, lease.name) for lease in OPERATOR_LEASES.values()}
+    (base,) = [o for o in render("rbac") if o["kind"] == "RoleBinding"]
+    for ns, role in roles.items():
+        assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                  "resourceNames": role["rules"][0]["resourceNames"],
+                                  "verbs": ["get"]}]
+        assert len(role["rules"][0]["resourceNames"]) == 1
+        rb = bindings[ns]
+        assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                 "name": role["metadata"]["name"]}
+        assert rb["subjects"] == base["subjects"]
+
+
 @pytest.mark.parametrize("overlay,request_text", [
     ("examples/metagpu", "metagpu:50"),
     ("examples/hami", "hami:1,mem=8000,cores=30"),

@@ -30,9 +30,10 @@ Where the Lease is (:data:`OPERATOR_LEASES`, or ``--operator-lease NAMESPACE/NAM
 
 Cost: one GET of the Lease per Lease duration (4 a minute for a 15 s Lease). Reading a
 Lease in the operator's namespace needs ``get`` on ``leases`` there, which the launcher's
-own Role (manifests/rbac/role.yaml, in the pipeline's namespace) does not grant: a 403 (or
-a 404: the operator leads elsewhere, or not at all) turns the check off with one debug
-line, and nothing else changes.
+own Role (manifests/rbac/role.yaml, in the pipeline's namespace) does not grant; the opt-in
+manifests/rbac-operator-leases does, for these two Leases by name. Without it a 403 (or a
+404: the operator leads elsewhere, or not at all) turns the check off with one debug line,
+and nothing else changes.
 """
 
 from __future__ import annotations
