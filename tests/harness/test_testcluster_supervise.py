@@ -52,6 +52,15 @@ def log_lines(plane: Path, word: str = "restarted") -> list[str]:
     return [ln for ln in f.read_text().splitlines() if word in ln] if f.exists() else []
 
 
+def logged(plane: Path, new_pid: int) -> list[str]:
+    """The "restarted" lines, once the one that started ``new_pid`` is among them: the
+    supervisor writes the pid files first and logs the restart after (supervise._restart),
+    so a test that saw the new pid must wait for the line too."""
+    return wait_for(lambda: [ln for ln in log_lines(plane)
+                             if ln.endswith(f": pid {new_pid}")] and log_lines(plane),
+                    10, f"the log line of the restart to pid {new_pid}")
+
+
 def _no_binaries(tools=()):
     raise controlplane.Unavailable("not built (test)")
 
@@ -114,7 +123,7 @@ def test_a_process_that_exits_is_restarted_with_its_argv_env_and_cwd(plane, tmp_
     a, b = (json.loads((out / f"{p}.json").read_text()) for p in (first, second))
     assert a == b and a["argv"][-1] == "arg-1" and a["mark"] == "m1"
     assert a["cwd"] == str(tmp_path / "cwd")
-    [line] = log_lines(plane)
+    [line] = logged(plane, second)
     assert re.search(rf"restarted daemon \(killed by SIGKILL, pid {first}\), restart 1, "
                      rf"after 0.3 s backoff: pid {second}$", line), line
     assert supervise.state(plane, "daemon")["restarts"] == 1
@@ -150,7 +159,7 @@ def test_a_held_process_stays_down_until_released(plane, tmp_path):
     supervise.release(plane, "daemon")
     second = wait_for(lambda: supervise.alive(p := current_pid(plane, "daemon")) and p, 5,
                       "the released restart")
-    [line] = log_lines(plane)
+    [line] = logged(plane, second)
     assert f"pid {first}), restart 1, released from hold: pid {second}" in line
     os.kill(second, signal.SIGKILL)  # a crash after the release: the backoff's first delay
     wait_for(lambda: len(log_lines(plane)) == 2, 5, "the restart after the crash")
@@ -210,6 +219,8 @@ def test_kwokctls_components_are_adopted_restarted_and_stopped_by_down(plane):
     argv = Path(f"/proc/{second}/cmdline").read_bytes().split(b"\0")[:-1]
     assert argv == [str(home / "bin" / "etcd").encode(), b"300"]
     assert os.readlink(f"/proc/{second}/cwd") == str(home)
+    logged(plane, second)
+    logged(plane, late)
     assert any(ln.split(" ", 1)[1].startswith(f"restarted etcd (killed by SIGKILL, pid {first})")
                for ln in log_lines(plane)), log_lines(plane)
     assert any(f"restarted kwok-controller (exit status unknown, pid 999999999), restart 1, "
@@ -231,5 +242,5 @@ def test_a_supervisor_started_again_adopts_what_runs_and_starts_nothing_twice(pl
     os.kill(first, signal.SIGKILL)  # not its child now: the status is unknown, the restart not
     second = wait_for(lambda: (p := current_pid(plane, "daemon")) != first and p, 10,
                       "a restart by the new supervisor")
-    assert f"(exit status unknown, pid {first}), restart 1" in log_lines(plane)[-1]
+    assert f"(exit status unknown, pid {first}), restart 1" in logged(plane, second)[-1]
     assert supervise.alive(second)
