@@ -240,6 +240,21 @@ def load_imdb(path: str, rows: int = 0):
             d["y_test"][cut].astype("float32"), int(d["vocabulary_size"]))
 
 
+def imdb_model(cfg, vocab: int, maxlen: int, rows: int, **compile_kw):
+    """``(model, steps per epoch)``: the trainer's model (text_model.build_model, with its
+    Adam rate: text_model.adam_learning_rate over ``rows`` / BATCH steps per epoch) compiled
+    again with the variant's ``compile_kw`` (``jit_compile``, ``steps_per_execution``)."""
+    import keras
+
+    from kfp_gpu.training.text_model import adam_learning_rate, build_model
+
+    steps = -(-rows // BATCH)
+    model = build_model(cfg, vocab, maxlen, steps)
+    model.compile(optimizer=keras.optimizers.Adam(adam_learning_rate(cfg, steps)),
+                  loss="binary_crossentropy", metrics=["accuracy"], **compile_kw)
+    return model, steps
+
+
 def keras_imdb(data: str, rows: int, epochs: int, jit, spe: int, extra: dict,
                quick: bool) -> dict:
     """kfp_gpu.training.text_model's LSTM classifier, compiled with ``jit`` (None: the
@@ -248,12 +263,7 @@ def keras_imdb(data: str, rows: int, epochs: int, jit, spe: int, extra: dict,
     the LSTM kernel a profile of ``train_on_batch`` saw."""
     import keras
 
-    from kfp_gpu.training.text_model import (
-        TrainConfig,
-        adam_learning_rate,
-        build_model,
-        jit_compile_for,
-    )
+    from kfp_gpu.training.text_model import TrainConfig, jit_compile_for
 
     jit = jit_compile_for(keras.config.backend()) if jit is None else jit
 
@@ -261,11 +271,8 @@ def keras_imdb(data: str, rows: int, epochs: int, jit, spe: int, extra: dict,
     cfg = TrainConfig(epochs=epochs, batch_size=BATCH, **extra)
     cfg.validate()
     keras.utils.set_random_seed(cfg.seed)
-    steps = -(-len(xtr) // BATCH)
-    model = build_model(cfg, vocab, xtr.shape[1], steps)
-    model.compile(optimizer=keras.optimizers.Adam(adam_learning_rate(cfg, steps)),
-                  loss="binary_crossentropy",
-                  metrics=["accuracy"], jit_compile=jit, steps_per_execution=spe)
+    model, steps = imdb_model(cfg, vocab, xtr.shape[1], len(xtr), jit_compile=jit,
+                              steps_per_execution=spe)
     marks = []
     timer = keras.callbacks.LambdaCallback(
         on_epoch_begin=lambda e, logs: (sync(), marks.append(time.perf_counter())),
@@ -365,15 +372,12 @@ def share_worker(data: str, rows: int, k: int, index: int, barrier: str, reserve
     try:
         import keras
 
-        from kfp_gpu.training.text_model import TrainConfig, adam_learning_rate, build_model
+        from kfp_gpu.training.text_model import TrainConfig
 
         xtr, ytr, _, _, vocab = load_imdb(data, rows)
         keras.utils.set_random_seed(index)
-        cfg, steps = TrainConfig(seed=index), -(-len(xtr) // BATCH)
-        model = build_model(cfg, vocab, MAXLEN, steps)
-        model.compile(optimizer=keras.optimizers.Adam(adam_learning_rate(cfg, steps)),
-                      loss="binary_crossentropy", metrics=["accuracy"], jit_compile=jit,
-                      steps_per_execution=spe)
+        model, _ = imdb_model(TrainConfig(seed=index), vocab, MAXLEN, len(xtr), jit_compile=jit,
+                              steps_per_execution=spe)
         model.fit(xtr[:BATCH * 4 * spe], ytr[:BATCH * 4 * spe], batch_size=BATCH, epochs=1,
                   verbose=0)
         sync()
@@ -400,17 +404,14 @@ def imdb_accuracy(data: str, epochs: int, seed: int, use_cudnn, jit: bool,
     "constant"}``); the learning rate is the trainer's (text_model.adam_learning_rate)."""
     import keras
 
-    from kfp_gpu.training.text_model import TrainConfig, adam_learning_rate, build_model
+    from kfp_gpu.training.text_model import TrainConfig
 
     xtr, ytr, xte, yte, vocab = load_imdb(data)
     cfg = TrainConfig(epochs=epochs, seed=seed, **(config or {}))
     cfg.validate()
     keras.utils.set_random_seed(seed)
-    steps = -(-len(xtr) // BATCH)
-    model = build_model(cfg, vocab, MAXLEN, steps)
-    model.get_layer("lstm").use_cudnn = use_cudnn
-    model.compile(optimizer=keras.optimizers.Adam(adam_learning_rate(cfg, steps)),
-                  loss="binary_crossentropy", metrics=["accuracy"], jit_compile=jit)
+    model, _ = imdb_model(cfg, vocab, MAXLEN, len(xtr), jit_compile=jit)
+    model.get_layer("lstm").use_cudnn = use_cudnn  # read when the step is first traced
     accs, secs = [], []
     for _ in range(epochs):
         t = time.perf_counter()
