@@ -117,6 +117,13 @@ class Paths:
 #: The longest path a unix socket may have: ``sockaddr_un.sun_path`` holds 108 bytes with
 #: the terminating NUL (unix(7)); a longer one makes the bind fail.
 UNIX_PATH_MAX = 107
+#: The kubelet's hard eviction thresholds for disk, in percent of the filesystem (the node's
+#: kubelet, containerd and plane share one: the kubelet finds no separate imagefs). Below
+#: it the eviction manager first deletes every image no running container uses
+#: (pkg/kubelet/eviction/eviction_manager.go ``reclaimNodeLevelResources``): the imported
+#: images are in no registry, so :func:`testcluster.node_images.import_images` refuses to
+#: import one that would take the disk under it.
+DISK_EVICTION_PERCENT = 1
 #: dra-example-driver's driver name (its DeviceClass is named after it).
 DRA_DRIVER = "gpu.example.com"
 
@@ -211,7 +218,8 @@ def kubelet_config(paths: Paths, addrs: Addresses, *, ca_file: Path, cgroup_root
     ``cgroupDriver: cgroupfs``; pods under ``cgroup_root`` so down removes exactly them.
     ``oomScoreAdj`` is the current value (raising our own priority needs
     CAP_SYS_RESOURCE). Image garbage collection is off (100 %): the imported images
-    are not in any registry to pull again. Authentication: x509 clients of the plane's
+    are not in any registry to pull again; only disk pressure (under
+    :data:`DISK_EVICTION_PERCENT`) still deletes them. Authentication: x509 clients of the plane's
     CA and anonymous (the API server calls the kubelet for logs without a client
     certificate: kwokctl passes no --kubelet-client-certificate), AlwaysAllow: the
     kubelet listens only inside the node's network namespace.
@@ -231,8 +239,10 @@ def kubelet_config(paths: Paths, addrs: Addresses, *, ca_file: Path, cgroup_root
         "podLogsDir": str(paths.pod_logs),
         "oomScoreAdj": oom_score_adj, "failSwapOn": False, "protectKernelDefaults": False,
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
-                         "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+        "evictionHard": {"memory.available": "100Mi",
+                         "nodefs.available": f"{DISK_EVICTION_PERCENT}%",
+                         "imagefs.available": f"{DISK_EVICTION_PERCENT}%",
+                         "nodefs.inodesFree": "1%"},
         "maxPods": 40, "serializeImagePulls": False, "hairpinMode": "hairpin-veth",
         "registerNode": True, "registerWithTaints": [REAL_NODE_TAINT],
         "nodeStatusUpdateFrequency": "10s", "nodeStatusReportFrequency": "1m",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import subprocess
 import tarfile
 import time
@@ -107,16 +108,44 @@ def _ctr_import(plane, paths: cfg.Paths, tar: bytes) -> None:
     _ctr(plane, paths, "images", "import", "--no-unpack", "-", input=tar)
 
 
+def disk_shortfall(image_bytes: int, free: int, total: int,
+                   percent: float = cfg.DISK_EVICTION_PERCENT) -> int:
+    """Bytes missing for an image of ``image_bytes`` (Docker's uncompressed size) to enter
+    the node's containerd and leave the filesystem (``free`` bytes available to non-root,
+    as the kubelet's statfs reads them, of ``total``) above the kubelet's disk eviction
+    threshold, ``percent`` of ``total``; 0 when it fits. containerd keeps an imported
+    image twice: its layers as content and unpacked as an overlayfs snapshot. Pure."""
+    need = 2 * image_bytes + total * percent / 100
+    return max(0, int(need - free))
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
 def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
     """Copy Docker images into the node's containerd (``docker save`` streamed into ``ctr
     images import``): the pods use them as built, no registry. Returns seconds per ref.
 
     Raises:
-        NodeError: ctr refused an image.
+        NodeError: ctr refused an image, or the disk has no room for it above the
+            kubelet's eviction threshold (:func:`disk_shortfall`): imported anyway, the
+            kubelet would delete the node's images at the next pressure check.
     """
     paths = cfg.Paths(plane.dir / "node")
     times = {}
     for ref in refs:
+        size = int(docker_client.images.get(ref).attrs.get("Size") or 0)
+        usage = shutil.disk_usage(paths.root)
+        short = disk_shortfall(size, usage.free, usage.total)
+        if short:
+            raise NodeError(
+                f"no room on the node's disk for {ref}: {_gib(size)} is about "
+                f"{_gib(2 * size)} in containerd (content and unpacked snapshot), "
+                f"{_gib(usage.free)} of {_gib(usage.total)} are free, and under "
+                f"{cfg.DISK_EVICTION_PERCENT}% free the kubelet deletes the node's images; "
+                f"{_gib(short)} more needed (python -m testcluster.reap removes the planes "
+                f"killed test sessions left in /tmp)")
         t0 = time.monotonic()
         ctr = subprocess.Popen(_ctr_argv(plane, paths, "images", "import", "-"),
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -131,6 +160,22 @@ def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
             raise NodeError(f"importing {ref} into the node failed: {err[-500:]}")
         times[ref] = time.monotonic() - t0
     return times
+
+
+#: What the kubelet logs when disk pressure makes it delete images
+#: (pkg/kubelet/eviction/eviction_manager.go, pkg/kubelet/images/image_gc_manager.go).
+RECLAIM_LOG_MARKS = ("Eviction manager: attempting to reclaim", "Removing image to free bytes")
+
+
+def image_reclaims(plane, limit: int = 10) -> list[str]:
+    """The kubelet's last ``limit`` log lines about reclaiming disk by deleting images
+    (:data:`RECLAIM_LOG_MARKS`): why an imported image left the node."""
+    log = plane.dir / "logs" / "kubelet.log"
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [ln for ln in lines if any(m in ln for m in RECLAIM_LOG_MARKS)][-limit:]
 
 
 def node_images(plane) -> set[str]:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from testcluster import controlplane
+from testcluster import controlplane, reap
 from tests.cluster.tiers import unavailable as tier_unavailable
 from tests.containers.conftest import unavailable
 from tests.containers.engine import LABEL, image_ref, remove_labelled
@@ -98,6 +99,8 @@ def plane() -> Iterator[controlplane.Plane]:
         controlplane.binaries()
     except controlplane.Unavailable as e:
         tier_unavailable(str(e), "tier1")
+    # a plane a killed session left holds ~9 GB and its node's network: gone first
+    reap.reap(log=lambda line: print(line, file=sys.stderr))
     where = controlplane.scratch_dir()  # short: the real node's sockets live under it
     try:
         p = controlplane.up(where, name=f"kfp-gpu-{uuid.uuid4().hex[:6]}")

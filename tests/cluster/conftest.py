@@ -213,12 +213,19 @@ def node_image(real_node, docker_client, image):
     """``node_image(name)`` -> the ref of built image ``name`` (horovod, launcher,
     trainer), copied from the Docker engine into the real node's containerd on first use
     (``docker save`` | ``ctr images import``: no registry). A copy the session started in
-    the background (:func:`_preload_node_images`) is waited for, not repeated."""
+    the background (:func:`_preload_node_images`) is waited for, not repeated. An image
+    that left the node after its copy fails the test with the kubelet's reason (disk
+    pressure makes its eviction manager delete images no container runs) instead of a
+    pod that tries to pull it from ghcr.io."""
     from testcluster import node_images
 
     done: dict[str, str] = {}
 
     def _get(name: str) -> str:
+        if name in done and done[name] not in node_images.node_images(real_node):
+            why = node_images.image_reclaims(real_node) or ["(no reclaim in the kubelet's log)"]
+            pytest.fail(f"{done[name]} left the real node's containerd after its copy; "
+                        "the kubelet:\n  " + "\n  ".join(why), pytrace=False)
         if name not in done:
             ref = image(name)
             copied = _PRELOAD.get(name)

@@ -16,28 +16,7 @@ from pathlib import Path
 import pytest
 
 from testcluster import controlplane
-
-SLEEP = shutil.which("sleep")
-
-
-def start_component(home: Path, component: str = "etcd") -> subprocess.Popen:
-    """A stand-in component as kwokctl starts one: through ``<home>/bin/<component>``, a
-    symlink to the real binary, its pid recorded in ``<home>/pids``."""
-    (home / "bin").mkdir(parents=True, exist_ok=True)
-    (home / "pids").mkdir(exist_ok=True)
-    link = home / "bin" / component
-    link.symlink_to(SLEEP)
-    p = subprocess.Popen([str(link), "300"], start_new_session=True)
-    (home / "pids" / f"{component}.pid").write_text(str(p.pid))
-    return p
-
-
-def gone(p: subprocess.Popen, timeout: float = 5) -> bool:
-    try:
-        p.wait(timeout)
-        return True
-    except subprocess.TimeoutExpired:
-        return False
+from tests.support.kwok_stand_ins import SLEEP, gone, no_binaries, start_component
 
 
 def test_a_component_started_through_the_link_is_killed(tmp_path):
@@ -70,7 +49,7 @@ def test_down_stops_what_a_killed_kwokctl_left(tmp_path, monkeypatch):
     plane = tmp_path / "plane"
     home = plane / "kwok" / "clusters" / "kfp-gpu-abc123"
     p = start_component(home, "kube-apiserver")
-    monkeypatch.setattr(controlplane, "binaries", _no_binaries)  # no kwokctl to ask
+    monkeypatch.setattr(controlplane, "binaries", no_binaries)  # no kwokctl to ask
     try:
         t0 = time.monotonic()
         controlplane.down(plane)
@@ -79,10 +58,6 @@ def test_down_stops_what_a_killed_kwokctl_left(tmp_path, monkeypatch):
     finally:
         p.kill()
     assert not plane.exists()
-
-
-def _no_binaries(tools=()):
-    raise controlplane.Unavailable("not built (test)")
 
 
 def test_down_refuses_a_folder_that_is_not_a_planes(tmp_path, capsys):
