@@ -386,3 +386,23 @@ def test_the_dynamic_import_finder_sees_each_form(tmp_path):
     (tmp_path / "b.py").write_text("from importlib import import_module\n"
                                    "from importlib import resources\nx = __import__('os')\n")
     assert dynamic_imports(tmp_path) == ["a.py:1", "b.py:1", "b.py:3"]
+
+
+def test_opt_in_tests_live_in_tests_e2e_and_nowhere_else():
+    """A test marked ``e2e`` runs against a real cluster in the caller's environment; in a
+    module of the in-process tests it would inherit their fixtures (test_submit.py's
+    ``kfp_client_env`` clears ``KFP_TOKEN``, so the opt-in submit could never
+    authenticate there). Every ``pytest.mark.e2e`` is in tests/e2e/, and every test module
+    there has one."""
+    def marks(f: Path) -> int:
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        return sum(isinstance(n, ast.Attribute) and n.attr == "e2e"
+                   and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"
+                   for n in ast.walk(tree))
+
+    tests = REPO / "tests"
+    outside = [str(f.relative_to(REPO)) for f in sorted(tests.rglob("*.py"))
+               if "e2e" not in f.relative_to(tests).parts and marks(f)]
+    assert outside == []
+    inside = sorted((tests / "e2e").glob("test_*.py"))
+    assert inside and all(marks(f) for f in inside), [f.name for f in inside if not marks(f)]

@@ -1,15 +1,13 @@
 """kfp-gpu doctor: the pure report builder on recorded Node objects, and the command against
 a local Kubernetes API double (real HTTP, tests/doubles/k8s_cluster.py) with the real RBAC
 manifests: refusals (401/403), a missing CRD, an unmet request, the KFP healthz check.
-Opt-in e2e against a real cluster at the end (KFP_GPU_E2E_KUBECONFIG)."""
+The opt-in run against a real cluster: tests/e2e/test_real_cluster.py."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
@@ -285,19 +283,3 @@ def test_bad_request_is_a_usage_error(tmp_path):
         res = run(c, tmp_path, "--gpu", "gpu:1.5")
         assert res.exit_code == 2 and "accepted" in res.output
         assert c.requests == []
-
-
-@pytest.mark.e2e
-@pytest.mark.skipif(not os.environ.get("KFP_GPU_E2E_KUBECONFIG"),
-                    reason="set KFP_GPU_E2E_KUBECONFIG (and KFP_GPU_E2E_GPU) for a real cluster")
-def test_e2e_doctor_real_cluster(tmp_path):
-    app = typer.Typer()
-    app.command()(doctor_cli.doctor_command)
-    args = ["--kubeconfig", os.environ["KFP_GPU_E2E_KUBECONFIG"],
-            "--gpu", os.environ.get("KFP_GPU_E2E_GPU", "gpu:1")]
-    if os.environ.get("KFP_GPU_E2E_NAMESPACE"):
-        args += ["--namespace", os.environ["KFP_GPU_E2E_NAMESPACE"]]
-    if os.environ.get("KFP_GPU_E2E_HOST"):
-        args += ["--kfp-host", os.environ["KFP_GPU_E2E_HOST"]]
-    res = CliRunner().invoke(app, args)
-    assert res.exit_code == 0, res.output

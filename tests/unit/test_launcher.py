@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import threading
 import time
@@ -15,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kfp_gpu.mpi.launch import launcher, retry
 from kfp_gpu.mpi.launch import metrics as mpi_metrics
-from kfp_gpu.mpi.spec import mpijob, names, options
+from kfp_gpu.mpi.spec import mpijob, options
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 from tests.doubles.pod_statuses import IMAGE_PULL, UNSCHEDULABLE
 from tests.support.launcher_runs import FAST, cancel_while_running, launcher_process, run
@@ -388,44 +387,6 @@ def test_launch_refuses_a_non_mpijob(kube, tmp_path):
         run(kube, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}},
             tmp_path / "r.json")
     assert kube.count("POST") == 0
-
-
-# ---------------------------------------------------------------- opt-in, real cluster
-@pytest.mark.e2e
-@pytest.mark.skipif(not (os.environ.get("KUBECONFIG")
-                         and os.environ.get("KFP_GPU_E2E_MPIJOB") == "1"),
-                    reason="needs KUBECONFIG and KFP_GPU_E2E_MPIJOB=1 (a cluster with the "
-                           "MPI Operator; see docs/distributed.md)")
-def test_e2e_real_cluster(tmp_path):
-    """Creates a small MPIJob, follows it to Succeeded, re-attaches, then cleans up."""
-    from kfp_gpu.release import images
-
-    ns = os.environ.get("KFP_GPU_E2E_NAMESPACE", "default")
-    program = tuple(shlex.split(os.environ.get(
-        "KFP_GPU_E2E_PROGRAM",
-        "python -c \"import socket; print('rank on', socket.gethostname())\"")))
-    name = names.job_name(f"e2e-{time.time_ns()}", "mpijob", prefix="kfp-gpu-e2e")
-    job = mpijob.build(options.MPIJobOptions.from_settings(
-        name=name, namespace=ns, image=os.environ.get("KFP_GPU_E2E_IMAGE",
-                                                      images.image("horovod")),
-        program=program, gpu=os.environ.get("KFP_GPU_E2E_GPU", "none"),
-        workers=int(os.environ.get("KFP_GPU_E2E_WORKERS", "2")),
-        rdma=os.environ.get("KFP_GPU_E2E_RDMA") == "1", ttl_seconds_after_finished=600,
-        active_deadline_seconds=1800))
-    api = launcher.api_client()
-    record = tmp_path / "rec.json"
-    lines: list[str] = []
-    try:
-        result = launcher.launch(job, record, api, log_sink=lines.append,
-                                 handle_sigterm=False, watch_timeout_s=30)
-        assert result.status == "Succeeded"
-        assert result.log_tail, "no launcher log"
-        again = launcher.launch(job, record, api, handle_sigterm=False)
-        assert again.reattached and again.record.uid == result.record.uid
-    finally:
-        lc = launcher.Launcher(api)
-        lc.name, lc.namespace = name, ns
-        lc.delete()
 
 
 def test_retry_meets_a_job_being_deleted_waits_and_creates_anew(kube, tmp_path):

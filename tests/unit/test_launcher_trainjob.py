@@ -6,7 +6,6 @@ pod's ``node`` container, Foreground delete on SIGTERM."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from kfp_gpu.mpi.launch import launcher
 from kfp_gpu.mpi.launch.metrics import metrics_from_log
-from kfp_gpu.mpi.spec import backends, trainjob
+from kfp_gpu.mpi.spec import trainjob
 from kfp_gpu.mpi.spec.options import MPIJobOptions
 from tests.doubles.k8s_api import FakeKube, ScriptedController
 from tests.support.launcher_runs import FAST, cancel_while_running, run
@@ -116,47 +115,6 @@ def test_phase_of_a_running_trainjob(kube, tmp_path):
     gate.set()
     t.join(20)
     assert done["r"][0].status == "Succeeded"
-
-
-# ---------------------------------------------------------------- opt-in, real cluster
-@pytest.mark.e2e
-@pytest.mark.skipif(not (os.environ.get("KUBECONFIG")
-                         and os.environ.get("KFP_GPU_E2E_TRAINJOB") == "1"),
-                    reason="needs KUBECONFIG and KFP_GPU_E2E_TRAINJOB=1 (a cluster with "
-                           "Kubeflow Trainer v2.3.0, JobSet and manifests/trainer applied; "
-                           "see docs/distributed.md)")
-def test_e2e_real_cluster_trainjob(tmp_path):
-    """Creates a small TrainJob on kfp-gpu-horovod, follows it to Complete, re-attaches,
-    then deletes it."""
-    import shlex
-    import time
-
-    from kfp_gpu.mpi.spec import names
-    from kfp_gpu.release import images
-
-    ns = os.environ.get("KFP_GPU_E2E_NAMESPACE", "default")
-    program = tuple(shlex.split(os.environ.get(
-        "KFP_GPU_E2E_PROGRAM",
-        "python -c \"import socket; print('rank on', socket.gethostname())\"")))
-    name = names.job_name(f"e2e-{time.time_ns()}", "trainjob", prefix="kfp-gpu-e2e")
-    job = trainjob.build(MPIJobOptions.from_settings(
-        name=name, namespace=ns, image=os.environ.get("KFP_GPU_E2E_IMAGE",
-                                                      images.image("horovod")),
-        program=program, gpu=os.environ.get("KFP_GPU_E2E_GPU", "none"),
-        workers=int(os.environ.get("KFP_GPU_E2E_WORKERS", "2")),
-        rdma=os.environ.get("KFP_GPU_E2E_RDMA") == "1", active_deadline_seconds=1800))
-    api = launcher.api_client()
-    record = tmp_path / "rec.json"
-    try:
-        result = launcher.launch(job, record, api, handle_sigterm=False, watch_timeout_s=30)
-        assert result.status == "Succeeded" and result.record.kind == "TrainJob"
-        assert result.log_tail, "no launcher log"
-        again = launcher.launch(job, record, api, handle_sigterm=False)
-        assert again.reattached and again.record.uid == result.record.uid
-    finally:
-        lc = launcher.Launcher(api, backend=backends.TRAINJOB)
-        lc.name, lc.namespace = name, ns
-        lc.delete()
 
 
 def test_a_trainjob_whose_nodes_never_start_is_deleted_with_the_reason(kube, tmp_path):

@@ -2,13 +2,13 @@
 
 Covers: upload + idempotent versions, experiment reuse, typed parameters, waiting with
 progress, SUCCEEDED / FAILED / timeout exit codes, 401 / 403 refusals, token from the
-environment or the ServiceAccount token file. Opt-in e2e against a real KFP at the end.
+environment or the ServiceAccount token file. The opt-in run against a real KFP:
+tests/e2e/test_real_kfp.py.
 Version content rules, --no-cache and what a finished run prints: tests/unit/test_submit_summary.py.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -187,42 +187,6 @@ def test_default_version_name(monkeypatch):
     monkeypatch.delenv("CI_COMMIT_SHA")
     name = submit.default_version_name()
     assert name.startswith("v") or len(name.split("-")[0]) == 12
-
-
-@pytest.mark.e2e
-@pytest.mark.skipif(not os.environ.get("KFP_GPU_E2E_HOST"),
-                    reason="set KFP_GPU_E2E_HOST (and KFP_TOKEN) to submit to a real KFP")
-def test_e2e_submit_real_kfp():
-    """Submit to a real KFP and wait for SUCCEEDED, with data named by the environment, never
-    a default that downloads (imdb-lstm's ``keras:imdb`` needs internet): KFP_GPU_E2E_SOURCE
-    -> ``--param source=...`` (required when the pipeline declares ``source``),
-    KFP_GPU_E2E_PARAMS="k=v,k=v" -> one ``--param`` each (a comma splits only before
-    ``name=``, so JSON lists stay whole)."""
-    import re
-
-    pipeline = os.environ.get("KFP_GPU_E2E_PIPELINE", PIPELINE)
-    path, _ = compiled_pipeline(pipeline)
-    declared = next(yaml.safe_load_all(path.read_text()))["root"].get(
-        "inputDefinitions", {}).get("parameters", {})
-    raw = os.environ.get("KFP_GPU_E2E_PARAMS", "")
-    pairs = [p.strip() for p in re.split(r",(?=\s*[A-Za-z_]\w*=)", raw) if p.strip()]
-    source = os.environ.get("KFP_GPU_E2E_SOURCE", "").strip()
-    if source and "source" not in declared:
-        pytest.fail(f"KFP_GPU_E2E_SOURCE is set but {pipeline} has no `source` parameter; "
-                    "give its inputs in KFP_GPU_E2E_PARAMS", pytrace=False)
-    if source:
-        pairs.append(f"source={source}")
-    if "source" in declared and not any(p.startswith("source=") for p in pairs):
-        pytest.fail(f"{pipeline} reads its data from `source` (default "
-                    f"{declared['source'].get('defaultValue')!r}, which may need internet): set "
-                    "KFP_GPU_E2E_SOURCE to a URI the cluster can read, e.g. "
-                    "gs://BUCKET/imdb/imdb_50k.csv.gz", pytrace=False)
-    res = cli(pipeline, "--host", os.environ["KFP_GPU_E2E_HOST"], "--experiment", "kfp-gpu-e2e",
-              *(["--namespace", os.environ["KFP_GPU_E2E_NAMESPACE"]]
-                if os.environ.get("KFP_GPU_E2E_NAMESPACE") else []),
-              *[arg for p in pairs for arg in ("--param", p)],
-              "--wait", "--timeout", os.environ.get("KFP_GPU_E2E_TIMEOUT", "3600"), "--poll", "15")
-    assert res.exit_code == 0, res.output
 
 
 def test_example_ci_workflow_uses_real_options():
