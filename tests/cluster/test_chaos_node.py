@@ -2,7 +2,7 @@
 ``chaos``: ``make chaos`` on a ``make cluster-up NODE=1`` plane; docs/reliability.md,
 scenario 3).
 
-The job is train_resnet_horovod's MPIJob (tests/cluster/test_real_pods.py's ``resnet_job``, with one
+The job is train_resnet_horovod's MPIJob (tests/cluster/real_node.py's ``resnet_job``, with one
 ``nvidia.com/gpu`` per Worker from the node's four), checkpointing to a hostPath PVC.
 Once it wrote its first checkpoint the node is lost: its kubelet is SIGKILLed and held
 down (the plane's supervisor, testcluster/supervise.py, leaves it down), and the pods'
@@ -51,13 +51,11 @@ from pathlib import Path
 
 import pytest
 
-from components.train_resnet_horovod import run_training as rt
 from kfp_gpu.mpi.launch import node_lost
-from kfp_gpu.mpi.spec import backends, network, volumes
 from testcluster import node, node_config, supervise
 from tests.cluster import jobs, kube
 from tests.cluster.chaos import Reader, component_pid
-from tests.cluster.real_node import ON_REAL_NODE, bind_pvcs, pod_placement
+from tests.cluster.real_node import bind_pvcs, resnet_job
 
 pytestmark = [pytest.mark.node, pytest.mark.chaos, pytest.mark.timeout(2700)]
 
@@ -135,24 +133,10 @@ def freeze(cgroup_root: str, frozen: bool) -> None:
 
 
 def gpu_job(ns: str, name: str, image: str) -> dict:
-    """tests/cluster/test_real_pods.py's resnet job (2 Workers, 3 epochs of 60 steps,
-    checkpoints to the ``work`` PVC) with one ``nvidia.com/gpu`` per Worker."""
-    args = rt.trainer_args(
-        "/data/fashion-mnist", "", "/work/run", epochs=3, batch_size=32, steps_per_epoch=60,
-        learning_rate=0.001, lr_warmup_steps=2, optimizer="adam", model="small", blocks=1,
-        width=8, mixed_precision=False, xla=False, seed=7, checkpoint_dir=CHECKPOINTS)
-    settings = {**rt.cpu_worker_settings(), **ON_REAL_NODE, "gpu": "gpu:1",
-                "worker_cpu": "500m", "worker_memory": "1Gi",
-                "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
-                            volumes.PvcMount("work", "/work"))}
-    opts = rt.job_options(
-        name=name, namespace=ns, image=image, args=args, workers=2, settings=settings,
-        rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A, multus_networks="",
-        nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="256Mi",
-        run_id="lost", task_name="train-resnet-horovod", policy=rt.policy_settings())
-    job = rt.build_job(backends.MPIJOB, opts, runtime_image=image)
-    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(pod_placement())
-    return job
+    """:func:`resnet_job` for 3 epochs of 60 steps, checkpointing to the ``work`` PVC, with
+    one ``nvidia.com/gpu`` per Worker."""
+    return resnet_job(ns, name, image, epochs=3, steps=60, checkpoint_dir=CHECKPOINTS,
+                      gpu="gpu:1", run_id="lost")
 
 
 def gpu_pods(api, ns: str) -> dict[str, bool]:

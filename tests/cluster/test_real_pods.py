@@ -31,40 +31,12 @@ import pytest
 import yaml
 
 from components.train_resnet_horovod import run_training as rt
-from kfp_gpu.mpi.spec import backends, network, volumes
+from kfp_gpu.mpi.spec import backends, network
 from testcluster import node, node_config, node_images
 from tests.cluster import jobs, kube
-from tests.cluster.real_node import ON_REAL_NODE, UID, bind_pvcs, pod_placement
+from tests.cluster.real_node import ON_REAL_NODE, UID, bind_pvcs, pod_placement, resnet_job
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
-
-def resnet_job(ns: str, name: str, image: str, backend=backends.MPIJOB, *, epochs: int = 1,
-               steps: int = 6, checkpoint_dir: str = "") -> dict:
-    """The job train_resnet_horovod builds (MPIJob, or TrainJob through the project's
-    ClusterTrainingRuntime) for 2 CPU Workers training the small ResNet for 6 steps on
-    Fashion-MNIST from the PVC ``fashion`` (/data), writing to the PVC ``work``
-    (/work/run), every pod pinned to the real node by the builder's own placement."""
-    args = rt.trainer_args(
-        "/data/fashion-mnist", "", "/work/run", epochs=epochs, batch_size=32,
-        steps_per_epoch=steps, learning_rate=0.001, lr_warmup_steps=2, optimizer="adam",
-        model="small", blocks=1, width=8, mixed_precision=False, xla=False, seed=7,
-        checkpoint_dir=checkpoint_dir)
-    settings = {**rt.cpu_worker_settings(), **ON_REAL_NODE,
-                "worker_cpu": "500m", "worker_memory": "1Gi",
-                "volumes": (volumes.PvcMount("fashion", "/data", read_only=True),
-                            volumes.PvcMount("work", "/work"))}
-    opts = rt.job_options(
-        name=name, namespace=ns, image=image, args=args, workers=2, settings=settings,
-        rdma=False, rdma_resource=network.RDMA_SHARED_DEVICE_A, multus_networks="",
-        nccl_ib_hca="", nccl_net_gdr_level="", nccl_socket_ifname="", shm_size="256Mi",
-        run_id="real", task_name="train-resnet-horovod", policy=rt.policy_settings())
-    job = rt.build_job(backend, opts, runtime_image=image)
-    if backend is backends.MPIJOB:
-        # The Launcher goes to the real node too (the placement options are the Workers').
-        launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-        launcher.update(pod_placement())
-    return job
-
 
 def run_resnet(api, namespace: str, job: dict, pvs: list, shared_data: Path,
                tmp_path: Path) -> tuple[dict, list[str], Path]:
