@@ -108,6 +108,19 @@ def _ctr_import(plane, paths: cfg.Paths, tar: bytes) -> None:
     _ctr(plane, paths, "images", "import", "--no-unpack", "-", input=tar)
 
 
+def docker_save(docker_client, ref: str):
+    """``docker save REF`` as a stream of tarball chunks whose ``manifest.json`` names
+    exactly ``ref``, the name ``ctr images import`` gives the image. (docker-py's
+    ``save(named=True)`` names the image's *first* tag: an image a killed test session left
+    tagged ``127.0.0.1:<port>/kfp-gpu-horovod:0.1.0`` for its registry sorts that name first,
+    and the node got the image under it, not under the ref the pods use.)
+
+    Raises:
+        docker.errors.ImageNotFound: no image ``ref`` in the engine.
+    """
+    return docker_client.images.get(ref).save(named=ref)
+
+
 def disk_shortfall(image_bytes: int, free: int, total: int,
                    percent: float = cfg.DISK_EVICTION_PERCENT) -> int:
     """Bytes missing for an image of ``image_bytes`` (Docker's uncompressed size) to enter
@@ -128,9 +141,10 @@ def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
     images import``): the pods use them as built, no registry. Returns seconds per ref.
 
     Raises:
-        NodeError: ctr refused an image, or the disk has no room for it above the
-            kubelet's eviction threshold (:func:`disk_shortfall`): imported anyway, the
-            kubelet would delete the node's images at the next pressure check.
+        NodeError: ctr refused an image, the node holds no image named ``ref`` after the
+            import, or the disk has no room for it above the kubelet's eviction threshold
+            (:func:`disk_shortfall`): imported anyway, the kubelet would delete the node's
+            images at the next pressure check.
     """
     paths = cfg.Paths(plane.dir / "node")
     times = {}
@@ -151,31 +165,43 @@ def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
         try:
-            for chunk in docker_client.images.get(ref).save(named=True):
+            for chunk in docker_save(docker_client, ref):
                 ctr.stdin.write(chunk)
         finally:
             ctr.stdin.close()
         err = ctr.stderr.read().decode(errors="replace")
         if ctr.wait(timeout=900) != 0:
             raise NodeError(f"importing {ref} into the node failed: {err[-500:]}")
+        if ref not in node_images(plane):
+            raise NodeError(f"ctr imported the tarball of {ref} but the node has no image of "
+                            f"that name: {sorted(node_images(plane))}")
         times[ref] = time.monotonic() - t0
     return times
 
 
-#: What the kubelet logs when disk pressure makes it delete images
-#: (pkg/kubelet/eviction/eviction_manager.go, pkg/kubelet/images/image_gc_manager.go).
-RECLAIM_LOG_MARKS = ("Eviction manager: attempting to reclaim", "Removing image to free bytes")
+#: Log lines that tell why an image left the node, per log of the plane: the kubelet's
+#: when disk pressure makes it delete images (k8s.io/kubernetes v1.36.3
+#: pkg/kubelet/eviction/eviction_manager.go, pkg/kubelet/images/image_gc_manager.go), and
+#: containerd's CRI plugin's for every image deleted, by whoever (containerd v2.4.2
+#: internal/cri/server/events.go).
+REMOVAL_LOG_MARKS = {
+    "kubelet.log": ("Eviction manager: attempting to reclaim", "Removing image to free bytes"),
+    "containerd.log": ("ImageDelete event",),
+}
 
 
-def image_reclaims(plane, limit: int = 10) -> list[str]:
-    """The kubelet's last ``limit`` log lines about reclaiming disk by deleting images
-    (:data:`RECLAIM_LOG_MARKS`): why an imported image left the node."""
-    log = plane.dir / "logs" / "kubelet.log"
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    return [ln for ln in lines if any(m in ln for m in RECLAIM_LOG_MARKS)][-limit:]
+def image_removals(plane, limit: int = 10) -> list[str]:
+    """The last ``limit`` lines of each of the node's logs about deleting images
+    (:data:`REMOVAL_LOG_MARKS`), prefixed with the log's name: why an image left the
+    node."""
+    out = []
+    for name, marks in REMOVAL_LOG_MARKS.items():
+        try:
+            lines = (plane.dir / "logs" / name).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        out += [f"{name}: {ln}" for ln in lines if any(m in ln for m in marks)][-limit:]
+    return out
 
 
 def node_images(plane) -> set[str]:

@@ -1,13 +1,14 @@
 """Planes left behind: a test session killed before its teardown (a CI job cut at its time
 limit, a ``kill -9`` of pytest) leaves its scratch plane in /tmp -- the real node's
 containerd with the three images imported twice over (content and unpacked snapshots,
-about 9 GB), a bind mount, a network namespace, cgroups. The next session's node then
-starts with that much less disk, and a node short of disk loses its images: the kubelet's
-eviction manager reclaims node-level resources before evicting pods, and for
+about 9 GB), a bind mount, a network namespace (holding a node index), cgroups. One such
+plane was found on the development machine after a killed CI run (9.4 GB). Each costs the
+next session's node that much disk, and a node short of disk would lose its images: the
+kubelet's eviction manager reclaims node-level resources before evicting pods, and for
 ``imagefs.available`` that is deleting every image no running container uses
 (k8s.io/kubernetes v1.36.3 pkg/kubelet/eviction/eviction_manager.go
 ``reclaimNodeLevelResources``; pkg/kubelet/images/image_gc_manager.go "Removing image to
-free bytes"); the next pod of a project image then tries to pull it from ghcr.io.
+free bytes"); the next pod of a project image would then try to pull it from ghcr.io.
 
 :func:`stale_planes` finds such folders (:func:`scratch_dir`'s ``kfp-gpu-`` prefix, a
 plane's marks, no process of theirs alive, untouched for ``min_age_s``); :func:`reap`

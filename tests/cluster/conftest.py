@@ -214,18 +214,19 @@ def node_image(real_node, docker_client, image):
     trainer), copied from the Docker engine into the real node's containerd on first use
     (``docker save`` | ``ctr images import``: no registry). A copy the session started in
     the background (:func:`_preload_node_images`) is waited for, not repeated. An image
-    that left the node after its copy fails the test with the kubelet's reason (disk
-    pressure makes its eviction manager delete images no container runs) instead of a
-    pod that tries to pull it from ghcr.io."""
+    that left the node after its copy fails the test with what the node logged about
+    deleting images (:func:`testcluster.node_images.image_removals`: the kubelet under
+    disk pressure, containerd's ImageDelete events) instead of a pod that tries to pull it
+    from ghcr.io."""
     from testcluster import node_images
 
     done: dict[str, str] = {}
 
     def _get(name: str) -> str:
         if name in done and done[name] not in node_images.node_images(real_node):
-            why = node_images.image_reclaims(real_node) or ["(no reclaim in the kubelet's log)"]
-            pytest.fail(f"{done[name]} left the real node's containerd after its copy; "
-                        "the kubelet:\n  " + "\n  ".join(why), pytrace=False)
+            why = node_images.image_removals(real_node) or ["(no image deletion logged)"]
+            pytest.fail(f"{done[name]} left the real node's containerd after its copy:\n  "
+                        + "\n  ".join(why), pytrace=False)
         if name not in done:
             ref = image(name)
             copied = _PRELOAD.get(name)

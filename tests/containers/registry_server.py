@@ -12,6 +12,7 @@ being compressed and uploaded again (5 GB, about 4 minutes of CI on 2 cores).
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,8 @@ from tests.containers.conftest import unavailable
 from tests.containers.engine import NAMES
 
 VERSION = kfp_gpu.__version__
+#: A tag :func:`pushed` makes for the test registry on a loopback port.
+LEFT_TAG = re.compile(r"^127\.0\.0\.1:\d+/kfp-gpu-[a-z]+:")
 
 
 #: Where the registry keeps its blobs between runs, and the size above which it is emptied
@@ -90,12 +93,17 @@ def registry(tmp_path_factory):
 @pytest.fixture(scope="session")
 def pushed(registry, image, docker_client) -> dict[str, str]:
     """The three CPU images pushed to ``registry``: name -> the digest ``docker push``
-    reported. The tags made here are removed at the end (the images keep their own)."""
+    reported. The tags made here are removed at the end (the images keep their own), and
+    first those a killed session left (``127.0.0.1:<its port>/kfp-gpu-<name>``: that end
+    never came, and the engine's data root outlives the session)."""
     import docker
     made = []
     out = {}
     try:
         for name in NAMES:
+            local = docker_client.images.get(image(name))
+            for stale in [t for t in local.tags if LEFT_TAG.match(t)]:
+                docker_client.images.remove(stale)  # untag only
             local = docker_client.images.get(image(name))
             repo = f"{registry}/kfp-gpu-{name}"
             local.tag(repo, tag=VERSION)

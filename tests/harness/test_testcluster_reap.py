@@ -1,12 +1,11 @@
 """Planes a killed session left behind (testcluster/reap.py) and the node's disk check
 (testcluster/node_images.py).
 
-CI found it (2026-11-28): a run whose session was cut at its time limit left its plane in
-/tmp (the real node's containerd with the images imported, ~9 GB); the next run's node
-came up with that much less disk, the kubelet's eviction manager deleted the images no
-container ran (pkg/kubelet/eviction/eviction_manager.go ``reclaimNodeLevelResources``),
-and nine real-pod tests then saw their pods try to pull ``ghcr.io/kfp-gpu/...`` and time
-out. The stand-ins here are what the plane records: components started through
+Found on the development machine (2026-11-29): a CI run killed at a session's end had
+left its plane in /tmp (the real node's containerd with the images imported, 9.4 GB, a
+bind mount, netns ``kfpgpu-node0``, 35 cgroups), which nothing removed; under 1 % free the
+kubelet's eviction manager would delete the next node's images
+(pkg/kubelet/eviction/eviction_manager.go ``reclaimNodeLevelResources``). The stand-ins here are what the plane records: components started through
 ``<cluster>/bin/<component>`` links with pids in ``<cluster>/pids`` (as kwokctl's binary
 runtime does), a node's ``state.json``, real network namespaces where root allows.
 """
@@ -189,12 +188,17 @@ def test_the_kubelet_evicts_at_the_threshold_the_check_uses(tmp_path):
     assert kc["imageGCHighThresholdPercent"] == 100  # no GC above the eviction threshold
 
 
-def test_the_kubelets_image_reclaims_are_read_from_its_log(tmp_path):
+def test_image_deletions_are_read_from_the_nodes_logs(tmp_path):
     """Lines as k8s.io/kubernetes v1.36.3 writes them (klog text format; messages from
-    eviction_manager.go and image_gc_manager.go)."""
+    eviction_manager.go and image_gc_manager.go) and as containerd v2.4.2's CRI plugin logs
+    an image's deletion (internal/cri/server/events.go)."""
     from testcluster.plane import Plane
 
     (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "containerd.log").write_text(
+        'time="2026-11-29T02:01:02Z" level=info msg="ImageCreate event name:\\"x\\""\n'
+        'time="2026-11-29T02:03:04Z" level=info msg="ImageDelete event '
+        'name:\\"ghcr.io/kfp-gpu/kfp-gpu-horovod:0.1.0\\""\n')
     (tmp_path / "logs" / "kubelet.log").write_text(
         'I1128 23:10:01.1 1 kubelet_node_status.go:639] "Recording event message for node"'
         ' event="NodeHasNoDiskPressure"\n'
@@ -202,7 +206,9 @@ def test_the_kubelets_image_reclaims_are_read_from_its_log(tmp_path):
         'reclaim" resourceName="ephemeral-storage"\n'
         'I1128 23:41:07.3 1 image_gc_manager.go:529] "Removing image to free bytes" '
         'imageID="sha256:ab12" size=2147483648 runtimeHandler=""\n')
-    got = node_images.image_reclaims(Plane(tmp_path))
-    assert len(got) == 2
-    assert "attempting to reclaim" in got[0] and "sha256:ab12" in got[1]
-    assert node_images.image_reclaims(Plane(tmp_path / "none")) == []
+    got = node_images.image_removals(Plane(tmp_path))
+    assert len(got) == 3
+    assert got[0].startswith("kubelet.log: ") and "attempting to reclaim" in got[0]
+    assert "sha256:ab12" in got[1]
+    assert got[2].startswith("containerd.log: ") and "kfp-gpu-horovod" in got[2]
+    assert node_images.image_removals(Plane(tmp_path / "none")) == []
