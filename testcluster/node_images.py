@@ -108,17 +108,18 @@ def _ctr_import(plane, paths: cfg.Paths, tar: bytes) -> None:
     _ctr(plane, paths, "images", "import", "--no-unpack", "-", input=tar)
 
 
-def docker_save(docker_client, ref: str):
-    """``docker save REF`` as a stream of tarball chunks whose ``manifest.json`` names
-    exactly ``ref``, the name ``ctr images import`` gives the image. (docker-py's
-    ``save(named=True)`` names the image's *first* tag: an image a killed test session left
-    tagged ``127.0.0.1:<port>/kfp-gpu-horovod:0.1.0`` for its registry sorts that name first,
-    and the node got the image under it, not under the ref the pods use.)
+def docker_save(image, ref: str):
+    """``docker save REF`` of ``image`` (a ``docker.models.images.Image`` tagged ``ref``) as
+    a stream of tarball chunks whose ``manifest.json`` names exactly ``ref``, the name
+    ``ctr images import`` gives the image. (docker-py's ``save(named=True)`` names the
+    image's *first* tag: an image a killed test session left tagged
+    ``127.0.0.1:<port>/kfp-gpu-horovod:0.1.0`` for its registry sorts that name first, and
+    the node got the image under it, not under the ref the pods use.)
 
     Raises:
-        docker.errors.ImageNotFound: no image ``ref`` in the engine.
+        docker.errors.InvalidArgument: ``ref`` is not one of the image's tags.
     """
-    return docker_client.images.get(ref).save(named=ref)
+    return image.save(named=ref)
 
 
 def disk_shortfall(image_bytes: int, free: int, total: int,
@@ -149,7 +150,8 @@ def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
     paths = cfg.Paths(plane.dir / "node")
     times = {}
     for ref in refs:
-        size = int(docker_client.images.get(ref).attrs.get("Size") or 0)
+        img = docker_client.images.get(ref)
+        size = int(img.attrs.get("Size") or 0)
         usage = shutil.disk_usage(paths.root)
         short = disk_shortfall(size, usage.free, usage.total)
         if short:
@@ -165,7 +167,7 @@ def import_images(plane, refs: list[str], docker_client) -> dict[str, float]:
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
         try:
-            for chunk in docker_save(docker_client, ref):
+            for chunk in docker_save(img, ref):
                 ctr.stdin.write(chunk)
         finally:
             ctr.stdin.close()

@@ -23,7 +23,7 @@ calls :func:`reap` before bringing up its own.
 from __future__ import annotations
 
 import argparse
-import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -40,14 +40,10 @@ def recorded_pids(dir: Path) -> list[int]:
     """Every pid a plane in ``dir`` recorded: its supervisor, the processes it started
     (``pids/``: operators, the real node's daemons) and each kwokctl cluster's components
     (``kwok/clusters/<name>/pids/``)."""
-    files = [dir / "supervisor.pid", *sorted((dir / "pids").glob("*.pid"))]
-    files += sorted((dir / "kwok" / "clusters").glob("*/pids/*.pid"))
-    pids = []
-    for f in files:
-        pid = supervise._read_pid(f)
-        if pid:
-            pids.append(pid)
-    return pids
+    homes = [dir, *sorted((dir / "kwok" / "clusters").glob("*"))]
+    supervisor = supervise._read_pid(supervise.pid_file(dir))
+    return [*([supervisor] if supervisor else []),
+            *(pid for home in homes for pid in controlplane.recorded_pids(home))]
 
 
 def mentioned_by_a_process(dir: Path) -> bool:
@@ -82,7 +78,7 @@ def node_claims(dir: Path) -> set[str]:
     """The machine-wide names the real node of the plane in ``dir`` recorded (its network
     namespace, its cgroup root): :func:`testcluster.node.down` removes what runs there."""
     try:
-        s = json.loads(node.state_file(dir).read_text())
+        s = node._load(dir)
     except (OSError, ValueError):
         return set()
     return {str(s[k]) for k in ("netns", "cgroup_root") if s.get(k)}
@@ -113,41 +109,18 @@ def stale_planes(root: Path = SCRATCH_ROOT, min_age_s: float = 600.0) -> list[Pa
     return [d for d in stale if not node_claims(d) & taken]
 
 
-def folder_bytes(dir: Path) -> int:
-    """Bytes the files under ``dir`` take (apparent sizes, one mount deep: a bind mount
-    inside is the same filesystem's files again and is not followed)."""
-    total = 0
-    dev = dir.stat().st_dev
-    stack = [dir]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(d.iterdir())
-        except OSError:
-            continue
-        for e in entries:
-            try:
-                st = e.lstat()
-            except OSError:
-                continue
-            if e.is_dir() and not e.is_symlink():
-                if st.st_dev == dev and not e.is_mount():
-                    stack.append(e)
-            else:
-                total += st.st_size
-    return total
-
-
 def reap(root: Path = SCRATCH_ROOT, min_age_s: float = 600.0, log=print) -> list[Path]:
     """Take down every plane :func:`stale_planes` finds (``controlplane.down``: mounts,
     network namespace, veth, cgroups, sysctls, then the folder); ``log`` gets one line per
-    plane with the space it held. Returns the folders removed."""
+    plane with the disk space its removal freed. Returns the folders removed."""
     removed = []
     for d in stale_planes(root, min_age_s):
-        size = folder_bytes(d)
+        before = shutil.disk_usage(d).free
         controlplane.down(d)
         removed.append(d)
-        log(f"removed a stale plane left by an earlier session: {d} ({size / 2**30:.1f} GiB)")
+        freed = shutil.disk_usage(root).free - before
+        log(f"removed a stale plane left by an earlier session: {d} "
+            f"({max(freed, 0) / 2**30:.1f} GiB freed)")
     return removed
 
 
@@ -165,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.dry_run:
         found = stale_planes(a.root, a.min_age)
         for d in found:
-            print(f"stale: {d} ({folder_bytes(d) / 2**30:.1f} GiB)")
+            print(f"stale: {d}")
     else:
         found = reap(a.root, a.min_age)
     if not found:

@@ -104,7 +104,6 @@ def pushed(registry, image, docker_client) -> dict[str, str]:
             local = docker_client.images.get(image(name))
             for stale in [t for t in local.tags if LEFT_TAG.match(t)]:
                 docker_client.images.remove(stale)  # untag only
-            local = docker_client.images.get(image(name))
             repo = f"{registry}/kfp-gpu-{name}"
             local.tag(repo, tag=VERSION)
             made.append(f"{repo}:{VERSION}")

@@ -2,10 +2,10 @@
 ``docker_save``): the tarball names exactly the reference the pods use, whatever other
 tags the image carries.
 
-CI found it (2026-11-28/29): a test session killed during tests/containers/test_registry.py
-left the horovod and launcher images tagged ``127.0.0.1:<port>/kfp-gpu-<name>:0.1.0``
-(the ``pushed`` fixture untags them at its end, which never came) in the engine's
-persistent data root. docker-py's ``save(named=True)`` names the image's *first* tag, which
+CI found it (2026-11-28/29): a test session killed after tests/containers/test_registry.py
+had tagged the horovod and launcher images ``127.0.0.1:<port>/kfp-gpu-<name>:0.1.0`` left
+those tags in the engine's persistent data root (the session-scoped ``pushed`` fixture
+untags them at the session's end, which never came). docker-py's ``save(named=True)`` names the image's *first* tag, which
 was that one, so ``ctr images import`` gave the node the images under the registry's name
 and every real-pod test's pod tried to pull ``ghcr.io/kfp-gpu/...``; the trainer image,
 never left tagged, ran. Needs a Docker engine (DOCKER_HOST) and the built launcher image.
@@ -57,11 +57,12 @@ def test_the_tarball_names_the_ref_not_the_images_first_tag(docker_client, image
     img = docker_client.images.get(ref)
     img.tag(FIRST, tag="tag-order-test")
     try:
-        tags = docker_client.images.get(ref).tags
+        img.reload()
         # the situation CI met: another name is the image's first tag
-        assert tags[0] == f"{FIRST}:tag-order-test", tags
-        assert saved_repo_tags(docker_client.images.get(ref).save(named=True)) == [tags[0]]
-        assert saved_repo_tags(node_images.docker_save(docker_client, ref)) == [ref]
+        assert img.tags[0] == f"{FIRST}:tag-order-test", img.tags
+        assert saved_repo_tags(img.save(named=True)) == [img.tags[0]]
+        assert saved_repo_tags(node_images.docker_save(img, ref)) == [ref]
     finally:
         docker_client.images.remove(f"{FIRST}:tag-order-test")  # untag only
-    assert f"{FIRST}:tag-order-test" not in docker_client.images.get(ref).tags
+    img.reload()
+    assert f"{FIRST}:tag-order-test" not in img.tags

@@ -46,7 +46,7 @@ def small_job_options(kind: str) -> MPIJobOptions:
         rdma=os.environ.get("KFP_GPU_E2E_RDMA") == "1", active_deadline_seconds=1800, **ttl)
 
 
-def follow_reattach_delete(job: dict, backend: str, kind: str, tmp_path) -> None:
+def follow_reattach_delete(job: dict, backend: backends.Backend, kind: str, tmp_path) -> None:
     """Create ``job``, follow it to its end (Succeeded), launch it again (it re-attaches
     to the same object by uid), then delete it whatever happened."""
     api = launcher.api_client()

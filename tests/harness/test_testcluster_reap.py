@@ -45,7 +45,6 @@ def killed_plane(root: Path, name: str = "kfp-gpu-plane-dead") -> Path:
     p.wait()
     (d / "kubeconfig").write_text("")
     (d / "logs").mkdir()
-    (d / "logs" / "kubelet.log").write_bytes(b"x" * 4096)
     age(d)
     return d
 
