@@ -23,6 +23,7 @@ import pytest
 
 from testcluster import controlplane, node_config, node_images, reap
 from tests.support.kwok_stand_ins import no_binaries, start_component
+from tests.support.waiting import wait_for
 
 HOUR_AGO = time.time() - 3600
 
@@ -84,7 +85,8 @@ def test_a_plane_a_process_names_is_left(tmp_path):
     d = killed_plane(tmp_path)
     holder = subprocess.Popen(["sh", "-c", "sleep 300", str(d / "kubeconfig")])
     try:
-        assert reap.mentioned_by_a_process(d)
+        # until the child has exec'd sh, its command line is still pytest's (CI read it so)
+        wait_for(lambda: reap.mentioned_by_a_process(d), 10, "sh's command line")
         assert reap.stale_planes(tmp_path) == []
     finally:
         holder.kill()
