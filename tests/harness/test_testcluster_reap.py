@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -83,10 +84,12 @@ def test_a_plane_a_process_names_is_left(tmp_path):
     """A plane's daemons carry paths under its folder in their argv (kubeconfig, state):
     such a process alive means somebody runs it, recorded pid or not."""
     d = killed_plane(tmp_path)
-    holder = subprocess.Popen(["sh", "-c", "sleep 300", str(d / "kubeconfig")])
+    # one process with the path in its argv (``sh -c`` would fork a ``sleep`` that outlives
+    # the kill); read until it shows, as CI once read it before it did
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)",
+                               str(d / "kubeconfig")])
     try:
-        # until the child has exec'd sh, its command line is still pytest's (CI read it so)
-        wait_for(lambda: reap.mentioned_by_a_process(d), 10, "sh's command line")
+        wait_for(lambda: reap.mentioned_by_a_process(d), 10, "the holder's command line")
         assert reap.stale_planes(tmp_path) == []
     finally:
         holder.kill()
